@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Train on the device machine in the background (setsid), so that training outlives one
+# 10-minute device call; later calls watch it and bring back what it wrote.
+#   bash scripts/gpu_train.sh start DATASET MINUTES   # start linear + softmax runs side by side
+#   bash scripts/gpu_train.sh watch SECONDS           # wait, print progress, copy snapshots to $OUT
+#   bash scripts/gpu_train.sh finish                  # wait for both runs to end, copy the models to $OUT
+# Data: the dataset folder(s) carried in .data/ (an ignored folder; see data/README.md).
+set -u
+RUN=/root/lingen-run
+cmd=$1; shift
+case $cmd in
+start)
+  ds=$1 minutes=$2; shift 2
+  mkdir -p $RUN; rm -rf $RUN/*
+  [ "$ds" = mnist ] && pre=mnist || pre=cifar
+  for att in linear softmax; do
+    name=$pre; [ $att = softmax ] && name=$pre-softmax
+    mkdir -p $RUN/$name
+    PYTHONUNBUFFERED=1 setsid nohup python3 scripts/train.py --dataset $ds --attention $att \
+      --data .data --init models/$name.bin --export $RUN/$name/$name.bin --snapshot $RUN/$name/snapshot.bin \
+      --ckpt $RUN/$name/ckpt.pt --log $RUN/$name/log.jsonl --minutes $minutes --compile "$@" \
+      > $RUN/$name/stdout.txt 2>&1 < /dev/null &
+  done
+  sleep 5; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv ;;
+watch)
+  secs=$1; end=$((SECONDS + secs))
+  while [ $SECONDS -lt $end ]; do sleep 20; done ;;
+finish)
+  for i in $(seq 1 57); do pgrep -f scripts/train.py > /dev/null || break; sleep 10; done ;;
+esac
+for d in $RUN/*/; do
+  n=$(basename $d); echo "== $n"; tail -n 4 $d/stdout.txt | cut -c1-400
+  for f in $d/*.bin $d/log.jsonl; do [ -f $f ] && cp $f $OUT/$n-$(basename $f); done
+done
+pgrep -f scripts/train.py > /dev/null && echo "training still running" || echo "no training running"
+nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader

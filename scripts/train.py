@@ -1,0 +1,215 @@
+"""Train a lingen model (MNIST or CIFAR-10, linear or softmax attention).
+
+The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping 1.0, and a
+warmup-stable-decay learning rate over a wall-clock budget: linear warmup, constant,
+then a linear decay to zero over the last --decay fraction of the budget. Training
+continues across sessions by starting from the shipped model file (--init), a warm
+restart; within a session it resumes from --ckpt if that exists.
+
+GPU:  python3 scripts/train.py --dataset mnist --attention linear --minutes 20 \
+          --init models/mnist.bin --export models/mnist.bin --compile
+CPU smoke test (tiny): python3 scripts/train.py --tiny --steps 20 --limit 64 --device cpu ...
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+import data
+import modelfile
+from model import CIFAR10, MNIST, Config, Model, bits_per_dim, dmol_log_prob, inputs_targets
+
+
+def log(rec, path):
+    rec["time"] = round(time.time(), 1)
+    line = json.dumps(rec)
+    print(line, flush=True)
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def lr_at(frac, step, a):
+    """Warmup (steps), then constant, then linear decay to 0 over the last a.decay of the budget."""
+    w = min(1.0, (step + 1) / a.warmup)
+    d = min(1.0, (1.0 - frac) / a.decay) if a.decay > 0 else 1.0
+    return a.lr * w * max(d, 0.0)
+
+
+def evaluate(model, images, batch, device, amp):
+    model.eval()
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+        bpd, per = bits_per_dim(model, images.to(device), batch)
+    model.train()
+    return bpd, per.std().item() / math.sqrt(len(per))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10"])
+    ap.add_argument("--attention", default="linear", choices=["linear", "softmax"])
+    ap.add_argument("--data", default=data.default_root(), help="dataset root (default $LINGEN_DATA or ./data)")
+    ap.add_argument("--init", help="start from this model file (warm restart), if it exists")
+    ap.add_argument("--ckpt", help="checkpoint to resume from (if it exists) and save to")
+    ap.add_argument("--export", help="write the final model file here")
+    ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--log", help="append JSON lines here")
+    ap.add_argument("--snapshot", help="write the current weights here (F16 model file) at every evaluation")
+    ap.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for training")
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: budget only)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--wd", type=float, default=0.01)
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying")
+    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--eval-every", type=float, default=3.0, help="minutes between subset evaluations")
+    ap.add_argument("--eval-subset", type=int, default=2000)
+    ap.add_argument("--final-eval", type=int, default=10000, help="test images for the final fp32 evaluation")
+    ap.add_argument("--limit", type=int, default=0, help="use only this many training images")
+    ap.add_argument("--tiny", action="store_true", help="tiny config (2 layers, d=32) for smoke tests")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    amp = dev.type == "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 evaluation must be fp32
+    torch.backends.cudnn.allow_tf32 = False
+
+    base = MNIST if a.dataset == "mnist" else CIFAR10
+    prov = {"gpu_seconds": 0.0, "epochs": 0.0, "steps": 0, "history": []}
+    if a.init and os.path.exists(a.init):
+        model, meta = modelfile.load(a.init)
+        for k in ("gpu_seconds", "epochs", "steps"):
+            prov[k] = type(prov[k])(float(meta.get(k, 0)))
+        prov["history"] = json.loads(meta.get("history", "[]"))
+        print(f"warm restart from {a.init}: {prov['epochs']:.1f} epochs so far", file=sys.stderr)
+    else:
+        cfg = Config(**{**base.as_dict(), "attention": a.attention})
+        if a.tiny:
+            cfg = Config(**{**cfg.as_dict(), "n_layers": 2, "n_heads": 4, "d_head": 8, "d_ff": 64, "n_mix": 3})
+        model = Model(cfg)
+    for layer in model.layers:
+        layer.drop.p = a.dropout
+    cfg = model.cfg
+    model = model.to(dev).train()
+
+    train = data.load(a.dataset, a.data, "train")
+    test = data.load(a.dataset, a.data, "test")
+    if a.limit:
+        train = train[:a.limit]
+    train = train.to(dev)
+    n_train = train.shape[0]
+    bs = min(a.batch, n_train)
+
+    fused = {"fused": True} if dev.type == "cuda" else {}
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=a.wd, **fused)
+    step, elapsed, curve = 0, 0.0, []
+    if a.ckpt and os.path.exists(a.ckpt):
+        ck = torch.load(a.ckpt, map_location=dev)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, elapsed, curve = ck["step"], ck["elapsed"], ck["curve"]
+        print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
+
+    def loss_fn(inp, tgt):
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
+            out = model(inp)
+        return -dmol_log_prob(out.float(), tgt).mean() / math.log(2)  # bits/dim
+
+    fwd = torch.compile(loss_fn) if a.compile and hasattr(torch, "compile") else loss_fn
+
+    def save_ckpt():
+        if a.ckpt:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "elapsed": elapsed, "curve": curve, "config": cfg.as_dict()}, a.ckpt + ".tmp")
+            os.replace(a.ckpt + ".tmp", a.ckpt)
+
+    budget = a.minutes * 60
+    step0, t_last_eval = 0, time.time()  # step counts this session's steps
+    perm, pi = torch.randperm(n_train, device=dev), 0
+    t_prev = time.time()
+    smooth = None
+    while elapsed < budget and not (a.steps and step - step0 >= a.steps):
+        if pi + bs > n_train:
+            perm, pi = torch.randperm(n_train, device=dev), 0
+        inp, tgt = inputs_targets(train[perm[pi:pi + bs]])
+        pi += bs
+        lr = lr_at(elapsed / budget, step - step0, a)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        try:
+            loss = fwd(inp, tgt)
+        except Exception as e:  # a torch.compile failure must not cost the run
+            if fwd is loss_fn:
+                raise
+            print(f"torch.compile failed ({e!r:.300}); running eager", file=sys.stderr)
+            fwd = loss_fn
+            loss = fwd(inp, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        now = time.time()
+        if step - step0 > 3:  # the first steps compile: keep them out of the budget
+            elapsed += now - t_prev
+        t_prev = now
+        if step % 50 == 0 or step - step0 <= 3:
+            lv = loss.item()
+            smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
+            if step % 200 == 0 or step - step0 <= 3:
+                ep = prov["epochs"] + (step - step0) * bs / n_train
+                log({"step": step, "epoch": round(ep, 3), "train_bpd": round(smooth, 4), "lr": lr,
+                     "gnorm": round(gn.item(), 3), "elapsed": round(elapsed, 1),
+                     "img_s": round(50 * bs / max(1e-9, now - getattr(main, "_t50", now - 1)), 1)}, a.log)
+            main._t50 = now
+        if now - t_last_eval > a.eval_every * 60:
+            bpd, se = evaluate(model, test[:a.eval_subset], 250, dev, amp)
+            ep = prov["epochs"] + (step - step0) * bs / n_train
+            curve.append([round(ep, 3), round(bpd, 4)])
+            log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4)}, a.log)
+            save_ckpt()
+            if a.snapshot:
+                modelfile.export(model, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
+            t_last_eval = time.time()
+            t_prev = t_last_eval
+
+    save_ckpt()
+    epochs = prov["epochs"] + (step - step0) * bs / n_train
+    # final evaluation in fp32, of the weights exactly as they will be shipped
+    export_dtype = modelfile.DTYPES[a.export_dtype.upper()]
+    shipped = Model(cfg).to(dev).eval()
+    shipped.load_state_dict({k: v.to(export_dtype).float() for k, v in model.state_dict().items()})
+    n_eval = min(a.final_eval, test.shape[0])
+    bpd32, se = evaluate(model.float(), test[:n_eval], 100, dev, amp=False)
+    bpd, se = evaluate(shipped, test[:n_eval], 100, dev, amp=False)
+    log({"final": True, "test_images": n_eval, "test_bpd_fp32_weights": round(bpd32, 5),
+         f"test_bpd_{a.export_dtype}_weights": round(bpd, 5), "se": round(se, 5),
+         "epochs": round(epochs, 3), "steps": step}, a.log)
+    curve.append([round(epochs, 3), round(bpd, 4)])
+    if a.export:
+        hist = prov["history"] + [{"date": time.strftime("%Y-%m-%d"), "epochs": round(epochs, 2),
+                                   "steps": prov["steps"] + step - step0, "lr": a.lr, "batch": bs,
+                                   "minutes": round(elapsed / 60, 1), "curve": curve,
+                                   "test_bpd": round(bpd, 4), "test_images": n_eval}]
+        p = {"steps": prov["steps"] + step - step0, "epochs": round(epochs, 3),
+             "gpu_seconds": round(prov["gpu_seconds"] + elapsed, 1),
+             "test_bits_per_dim": round(bpd, 5), "test_images": n_eval,
+             "date": time.strftime("%Y-%m-%d"), "trained_by": "scripts/train.py",
+             "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
+                       f"decay {a.decay}, dropout {a.dropout}, bf16 autocast, clip 1.0",
+             "history": json.dumps(hist, separators=(",", ":"))}
+        modelfile.export(shipped, a.export, p, export_dtype)
+        print(f"exported {a.export}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
