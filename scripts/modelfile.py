@@ -15,7 +15,7 @@ import torch
 
 from model import Config, Model
 
-DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I32": torch.int32}
 NAMES = {v: k for k, v in DTYPES.items()}
 CONFIG_INTS = ("n_layers", "n_heads", "d_head", "d_ff", "n_mix", "height", "width", "channels")
 

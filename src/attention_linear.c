@@ -1,0 +1,87 @@
+/* Causal linear attention ("Transformers are RNNs", section 3.2 and 3.4).
+ * phi(u) = elu(u) + 1. Per head, with S = sum phi(k_j) v_j^T and z = sum phi(k_j) over j <= i:
+ *     out_i = phi(q_i)^T S / (phi(q_i)^T z + eps)
+ * One position at a time this is the RNN: S and z are the whole memory. Several positions
+ * at once use the chunked form, which gives the same numbers. */
+#include <cblas.h>
+#include <math.h>
+
+#include "attention.h"
+
+#define CHUNK 64
+
+static inline float phi(float u) { return u > 0 ? u + 1.0f : expf(u); }
+
+size_t linear_attention_scratch(const Config *c, int T) {
+    int n = T < CHUNK ? T : CHUNK;
+    return (size_t)3 * n * c->d_head + (size_t)n * n + n;   /* Q, K, V of a chunk, A, den */
+}
+
+/* The RNN step (paper eq. 16-20):
+ *     S_i = S_i-1 + phi(k_i) v_i^T,   z_i = z_i-1 + phi(k_i),
+ *     out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps).   */
+static void step(int D, float *S, float *z, const float *q, const float *k, const float *v, float *out) {
+    float pq[D], pk[D];   /* D is the head width: small */
+    for (int a = 0; a < D; a++) { pq[a] = phi(q[a]); pk[a] = phi(k[a]); }
+    float den = 0;
+    for (int a = 0; a < D; a++) { z[a] += pk[a]; den += pq[a] * z[a]; }
+    for (int e = 0; e < D; e++) out[e] = 0;
+    for (int a = 0; a < D; a++) {
+        float *Sa = S + a * D;
+        for (int e = 0; e < D; e++) {
+            Sa[e] += pk[a] * v[e];
+            out[e] += pq[a] * Sa[e];
+        }
+    }
+    float inv = 1.0f / (den + LINEAR_EPS);
+    for (int e = 0; e < D; e++) out[e] *= inv;
+}
+
+/* n positions at once (rows of q, k, v and out are `ld` apart):
+ *     out = ((phi(Q) phi(K)^T * mask) V + phi(Q) S) / (rowsum(phi(Q) phi(K)^T * mask) + phi(Q) z + eps)
+ * then the state absorbs the chunk: S += phi(K)^T V, z += colsum(phi(K)). */
+static void chunk(int D, int n, float *S, float *z, const float *q, const float *k, const float *v,
+                  int ld, float *out, int ldo, float *work) {
+    float *Q = work, *K = Q + n * D, *V = K + n * D, *A = V + n * D, *den = A + n * n;
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < D; a++) {
+            Q[i * D + a] = phi(q[(size_t)i * ld + a]);
+            K[i * D + a] = phi(k[(size_t)i * ld + a]);
+            V[i * D + a] = v[(size_t)i * ld + a];
+        }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, D, 1.0f, Q, D, K, D, 0.0f, A, n);
+    for (int i = 0; i < n; i++) {
+        float s = 0;
+        for (int j = 0; j <= i; j++) s += A[i * n + j];
+        for (int j = i + 1; j < n; j++) A[i * n + j] = 0;   /* causal mask */
+        for (int a = 0; a < D; a++) s += Q[i * D + a] * z[a];
+        den[i] = s;
+    }
+    /* numerator: phi(Q) S (earlier chunks) + masked A V (this chunk), written into out */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, D, 1.0f, Q, D, S, D, 0.0f, out, ldo);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, n, 1.0f, A, n, V, D, 1.0f, out, ldo);
+    for (int i = 0; i < n; i++) {
+        float inv = 1.0f / (den[i] + LINEAR_EPS);
+        for (int e = 0; e < D; e++) out[(size_t)i * ldo + e] *= inv;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D, D, n, 1.0f, K, D, V, D, 1.0f, S, D);
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < D; a++) z[a] += K[i * D + a];
+}
+
+void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
+                      int B, int T, float *scratch) {
+    int H = c->n_heads, D = c->d_head, d = c->d;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float *Sbh = S + ((size_t)b * H + h) * D * D, *zbh = z + ((size_t)b * H + h) * D;
+            const float *q = qkv + (size_t)b * T * 3 * d + h * D, *k = q + d, *v = q + 2 * d;
+            float *o = out + (size_t)b * T * d + h * D;
+            if (T == 1) { step(D, Sbh, zbh, q, k, v, o); continue; }
+            for (int t = 0; t < T; t += CHUNK) {
+                int n = T - t < CHUNK ? T - t : CHUNK;
+                size_t r = (size_t)t * 3 * d;
+                chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d, scratch);
+            }
+        }
+}

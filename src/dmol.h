@@ -1,0 +1,12 @@
+/* Discretized mixture of logistics (PixelCNN++ style) over the values 0..255.
+ * Head outputs per sub-pixel: [M logits | M means | M log-scales], c = x/127.5 - 1,
+ * bin half-width 1/255, the bins of 0 and 255 open to -inf / +inf.
+ * Sampling draws from exactly the PMF whose log is dmol_log_prob. */
+#ifndef LINGEN_DMOL_H
+#define LINGEN_DMOL_H
+#include "rng.h"
+
+double dmol_log_prob(const float *out, int n_mix, int x);   /* natural log of P(x) */
+void   dmol_pmf(const float *out, int n_mix, double pmf[256]);
+int    dmol_sample(const float *out, int n_mix, Rng *r);
+#endif

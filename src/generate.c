@@ -1,0 +1,51 @@
+#include "generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmol.h"
+#include "rng.h"
+#include "transformer.h"
+#include "util.h"
+
+int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    const Config *c = &m->cfg;
+    int N = c->seq_len, M = c->n_mix, B = o->batch < n ? o->batch : n, P = o->prefix_len;
+    if (B < 1) B = 1;
+    if (P < 0 || P >= N) return err_set(e, "prefix of %d values: must be in 0..%d", P, N - 1);
+    RunState s;
+    if (runstate_init(&s, c, B, P > 1 ? P : 1, e)) return -1;
+    int *tok = xcalloc((size_t)B * (P > 1 ? P : 1), sizeof(int));
+    Rng *rng = xcalloc(B, sizeof(Rng));
+    int done = 0;
+    for (int start = 0; start < n; start += B) {
+        int nb = n - start < B ? n - start : B;
+        unsigned char *img = imgs + (size_t)start * N;
+        for (int b = 0; b < nb; b++) rng_init(&rng[b], o->seed, (uint64_t)(o->first_index + start + b));
+        runstate_reset(&s, c);
+        if (P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
+            for (int b = 0; b < nb; b++) {
+                memcpy(img + (size_t)b * N, o->prefix + (size_t)(start + b) * N, P);
+                tok[b * P] = BOS_TOKEN;
+                for (int t = 1; t < P; t++) tok[b * P + t] = img[(size_t)b * N + t - 1];
+            }
+            transformer_forward(m, &s, tok, nb, P);
+        }
+        for (int t = P; t < N; t++) {   /* position t sees x(t-1) (BOS at 0) and draws x(t) */
+            double t0 = o->step_seconds ? now_seconds() : 0;
+            for (int b = 0; b < nb; b++) tok[b] = t == 0 ? BOS_TOKEN : img[(size_t)b * N + t - 1];
+            transformer_forward(m, &s, tok, nb, 1);
+            for (int b = 0; b < nb; b++)
+                img[(size_t)b * N + t] = (unsigned char)dmol_sample(s.out + (size_t)b * 3 * M, M, &rng[b]);
+            if (o->step_seconds) o->step_seconds[t] += now_seconds() - t0;
+            if (o->progress) progress_update(o->progress, (double)start + (double)nb * (t + 1 - P) / (N - P));
+            if (o->stop && *o->stop) goto out;
+        }
+        done += nb;
+    }
+out:
+    free(tok);
+    free(rng);
+    runstate_free(&s);
+    return done;
+}

@@ -1,0 +1,25 @@
+/* Autoregressive generation: one sub-pixel at a time, for a batch of images at once.
+ * Linear models run as RNNs (state S, z); softmax models keep a KV cache. Image k draws its
+ * random numbers from stream k of the seed, so it does not depend on the batch it is in. */
+#ifndef LINGEN_GENERATE_H
+#define LINGEN_GENERATE_H
+#include <signal.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "progress.h"
+
+typedef struct {
+    uint64_t seed;
+    int batch;                       /* images per batch */
+    int first_index;                 /* image k of imgs uses random stream first_index + k */
+    const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
+    int prefix_len;                  /* they go through the parallel form once, then steps */
+    volatile sig_atomic_t *stop;     /* when set, stop after the current position */
+    double *step_seconds;            /* [N] or NULL: time of each position, summed over batches */
+    Progress *progress;              /* or NULL */
+} GenOptions;
+
+/* Fill imgs [n][N]; returns the number of finished images (n unless stopped), -1 on error. */
+int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
+#endif

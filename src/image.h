@@ -1,0 +1,16 @@
+/* Image I/O: PNG grids written atomically (stb_image_write), PNG reading (libpng). */
+#ifndef LINGEN_IMAGE_H
+#define LINGEN_IMAGE_H
+#include "util.h"
+
+/* n images of h x w x ch (uint8, channels interleaved, row-major) tiled in rows of `cols`,
+ * with a 2-pixel border (value 0). cols <= 0: ceil(sqrt(n)). */
+int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                     int cols, Err *e);
+int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e);
+/* Grid geometry (for tests and callers). */
+void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
+/* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, strips alpha, 16->8 bit);
+ * a clear error for a corrupt file or a size mismatch. */
+int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e);
+#endif

@@ -1,0 +1,55 @@
+/* The model: its configuration and its weights, loaded from a lingen model file
+ * (safetensors, docs/model-format.md). Weights are widened to float32. */
+#ifndef LINGEN_MODEL_H
+#define LINGEN_MODEL_H
+#include <stddef.h>
+#include "util.h"
+
+#define BOS_TOKEN 256
+#define N_TOKENS 257
+#define LINEAR_EPS 1e-6f
+#define LN_EPS 1e-5f
+#define LOG_SCALE_MIN -7.0f
+
+typedef enum { ATTN_LINEAR, ATTN_SOFTMAX } AttnKind;
+
+typedef struct {
+    AttnKind attention;
+    int n_layers, n_heads, d_head, d_ff, n_mix;
+    int height, width, channels;
+    int pre_norm;      /* 0: post-norm (the paper), 1: pre-norm */
+    int gelu;          /* 0: relu (the paper), 1: gelu */
+    char dataset[16];  /* "mnist" | "cifar10" */
+    int d;             /* n_heads * d_head */
+    int seq_len;       /* height * width * channels */
+} Config;
+
+typedef struct {
+    float *qkv_w, *qkv_b;      /* [3d, d], [3d]: rows all q, then all k, then all v */
+    float *out_w, *out_b;      /* [d, d], [d] */
+    float *norm1_w, *norm1_b;  /* [d] */
+    float *norm2_w, *norm2_b;  /* [d] */
+    float *ff1_w, *ff1_b;      /* [d_ff, d], [d_ff] */
+    float *ff2_w, *ff2_b;      /* [d, d_ff], [d] */
+} LayerWeights;
+
+typedef struct {
+    Config cfg;
+    float *emb;                /* [257, d/2] */
+    LayerWeights *layers;      /* [n_layers] */
+    float *norm_w, *norm_b;    /* [d] */
+    float *head_w, *head_b;    /* [3M, d], [3M] */
+    float *arena;              /* all weights, one allocation */
+    size_t n_params;
+    int n_meta;                /* metadata, all strings */
+    char **meta_keys, **meta_vals;
+} Model;
+
+/* Load and validate a model file; on error a one-line message naming the file and the problem. */
+int model_load(Model *m, const char *path, Err *e);
+void model_free(Model *m);
+const char *model_meta(const Model *m, const char *key);   /* NULL if absent */
+
+/* Bytes of per-image attention memory: RNN state (linear) or KV cache over n positions (softmax). */
+size_t model_state_bytes(const Config *c, int n_positions);
+#endif

@@ -1,0 +1,41 @@
+/* The safetensors container: 8-byte little-endian header length, JSON header, raw tensor bytes.
+ * Parsing checks the header and every tensor's dtype, shape and byte range. */
+#ifndef LINGEN_SAFETENSORS_H
+#define LINGEN_SAFETENSORS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "util.h"
+
+typedef enum { ST_F32, ST_F16, ST_BF16, ST_I32 } StDtype;
+
+typedef struct {
+    char *name;
+    StDtype dtype;
+    int ndim;
+    int64_t shape[8];
+    size_t nbytes;
+    const unsigned char *data;   /* points into the file buffer */
+} StTensor;
+
+typedef struct {
+    unsigned char *buf; size_t len;   /* the whole file */
+    int n; StTensor *t;               /* tensors in file order */
+    int n_meta; char **meta_keys, **meta_vals;
+} SafeTensors;
+
+int  st_open(SafeTensors *st, const char *path, Err *e);            /* read + parse */
+/* Parse a file already in memory; takes buf (freed by st_close, or here on error). */
+int  st_parse(SafeTensors *st, unsigned char *buf, size_t len, const char *name, Err *e); /* takes buf */
+void st_close(SafeTensors *st);
+const StTensor *st_find(const SafeTensors *st, const char *name);
+const char *st_meta(const SafeTensors *st, const char *key);
+size_t st_numel(const StTensor *t);
+/* Copy a tensor's values to float32 (widening F16/BF16). */
+void st_to_f32(const StTensor *t, float *dst);
+float st_f16_to_f32(uint16_t h);    /* IEEE half, subnormals, inf and nan included */
+float st_bf16_to_f32(uint16_t b);
+const char *st_dtype_name(StDtype dt);   /* "F32", ... */
+int st_dtype_size(StDtype dt);           /* bytes per element */
+/* "[257,128]" into buf; returns buf. */
+char *st_format_shape(const int64_t *shape, int ndim, char *buf, size_t n);
+#endif

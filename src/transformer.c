@@ -1,0 +1,165 @@
+/* The transformer forward pass, shared by the step (RNN) form and the parallel form.
+ * A layer is: attention sublayer, feed-forward sublayer, each with a residual and a LayerNorm,
+ * after the sum (post-norm, the paper) or before the sublayer (pre-norm). */
+#include "transformer.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+
+static size_t state_floats(const Config *c, int B, size_t *kv) {
+    size_t L = c->n_layers, H = c->n_heads, D = c->d_head;
+    if (c->attention == ATTN_LINEAR) { *kv = 0; return L * B * H * (D * D + D); }
+    *kv = L * B * H * (size_t)c->seq_len * D;   /* keys; as much again for values */
+    return 0;
+}
+
+static size_t scratch_floats(const Config *c, int T) {
+    return c->attention == ATTN_LINEAR ? linear_attention_scratch(c, T)
+                                       : softmax_attention_scratch(c, T, c->seq_len);
+}
+
+size_t runstate_bytes(const Config *c, int B, int T) {
+    size_t rows = (size_t)B * T, kv;
+    size_t lin = state_floats(c, B, &kv);
+    size_t act = rows * (4 * (size_t)c->d + 3 * (size_t)c->d + c->d_ff + 3 * (size_t)c->n_mix);
+    return 4 * (act + lin + 2 * kv + scratch_floats(c, T) + (size_t)c->seq_len * c->d / 2);
+}
+
+int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
+    memset(s, 0, sizeof *s);
+    s->B = B; s->T = T;
+    size_t rows = (size_t)B * T, kv, lin = state_floats(c, B, &kv);
+    s->x   = try_calloc(rows * c->d, 4, "activations", e);
+    s->xn  = s->x   ? try_calloc(rows * c->d, 4, "activations", e) : NULL;
+    s->qkv = s->xn  ? try_calloc(rows * 3 * c->d, 4, "activations", e) : NULL;
+    s->att = s->qkv ? try_calloc(rows * c->d, 4, "activations", e) : NULL;
+    s->hid = s->att ? try_calloc(rows * c->d_ff, 4, "activations", e) : NULL;
+    s->out = s->hid ? try_calloc(rows * 3 * c->n_mix, 4, "head outputs", e) : NULL;
+    s->scratch_len = scratch_floats(c, T);
+    s->scratch = s->out ? try_calloc(s->scratch_len, 4, "attention workspace", e) : NULL;
+    s->pe = s->scratch ? try_calloc((size_t)c->seq_len * (c->d / 2), 4, "positional encoding", e) : NULL;
+    if (s->pe && c->attention == ATTN_LINEAR) {
+        s->S = try_calloc(lin, 4, "RNN state", e);
+        s->z = s->S ? s->S + (size_t)c->n_layers * B * c->n_heads * c->d_head * c->d_head : NULL;
+    } else if (s->pe) {
+        s->kc = try_calloc(kv, 4, "KV cache (keys)", e);
+        s->vc = s->kc ? try_calloc(kv, 4, "KV cache (values)", e) : NULL;
+    }
+    if (!s->S && !s->vc) { runstate_free(s); return -1; }
+    /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), h = d/2, in double like the reference */
+    int h = c->d / 2;
+    for (int t = 0; t < c->seq_len; t++)
+        for (int i = 0; i < h; i += 2) {
+            double ang = t / pow(10000.0, (double)i / h);
+            s->pe[(size_t)t * h + i] = (float)sin(ang);
+            if (i + 1 < h) s->pe[(size_t)t * h + i + 1] = (float)cos(ang);
+        }
+    return 0;
+}
+
+void runstate_free(RunState *s) {
+    free(s->x); free(s->xn); free(s->qkv); free(s->att); free(s->hid); free(s->out);
+    free(s->scratch); free(s->pe); free(s->S); free(s->kc); free(s->vc);
+    memset(s, 0, sizeof *s);
+}
+
+void runstate_reset(RunState *s, const Config *c) {
+    size_t kv, lin = state_floats(c, s->B, &kv);
+    if (s->S) memset(s->S, 0, lin * 4);   /* the KV cache needs no clearing: n_pos bounds it */
+    s->n_pos = 0;
+}
+
+/* out[rows, n_out] = in[rows, n_in] W^T + b, W stored [n_out, n_in] (PyTorch's Linear). */
+static void linear(float *out, const float *in, const float *W, const float *b, int rows, int n_in, int n_out) {
+    for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out, b, n_out * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_out, n_in,
+                1.0f, in, n_in, W, n_in, 1.0f, out, n_out);
+}
+
+static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * d;
+        float *o = out + (size_t)r * d;
+        float mean = 0, var = 0;
+        for (int i = 0; i < d; i++) mean += xr[i];
+        mean /= d;
+        for (int i = 0; i < d; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        float inv = 1.0f / sqrtf(var / d + LN_EPS);
+        for (int i = 0; i < d; i++) o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+    }
+}
+
+static void activation(float *x, size_t n, int gelu) {
+    if (gelu)   /* exact gelu, as torch.nn.functional.gelu */
+        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+    else
+        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+}
+
+/* x = x + y, then (post-norm) x = LN(x). */
+static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
+    size_t n = (size_t)rows * d;
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+    if (post) layernorm(x, x, w, b, rows, d);
+}
+
+static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
+    const Config *c = &m->cfg;
+    const LayerWeights *w = &m->layers[l];
+    int d = c->d, rows = B * T, pre = c->pre_norm;
+    size_t H = c->n_heads, D = c->d_head;
+
+    /* attention sublayer */
+    const float *in = s->x;
+    if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d); in = s->xn; }
+    linear(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
+    if (c->attention == ATTN_LINEAR)
+        linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
+    else {
+        size_t off = l * s->B * H * (size_t)c->seq_len * D;
+        softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
+    }
+    linear(s->xn, s->att, w->out_w, w->out_b, rows, d, d);
+    residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre);
+
+    /* feed-forward sublayer */
+    in = s->x;
+    if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d); in = s->xn; }
+    linear(s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff);
+    activation(s->hid, (size_t)rows * c->d_ff, c->gelu);
+    linear(s->xn, s->hid, w->ff2_w, w->ff2_b, rows, c->d_ff, d);
+    residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre);
+}
+
+void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T) {
+    const Config *c = &m->cfg;
+    int d = c->d, h = d / 2, rows = B * T, M = c->n_mix;
+    /* e_t = concat(E[token_t], PE(t)) */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *xr = s->x + ((size_t)b * T + t) * d;
+            memcpy(xr, m->emb + (size_t)tokens[b * T + t] * h, h * sizeof(float));
+            memcpy(xr + h, s->pe + (size_t)(s->n_pos + t) * h, h * sizeof(float));
+        }
+    for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
+    layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d);
+    linear(s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M);
+    for (int r = 0; r < rows; r++)   /* log-scales clamped below */
+        for (int i = 2 * M; i < 3 * M; i++) {
+            float *v = &s->out[(size_t)r * 3 * M + i];
+            if (*v < LOG_SCALE_MIN) *v = LOG_SCALE_MIN;
+        }
+    s->n_pos += T;
+}
+
+double transformer_flops_per_image(const Config *c) {
+    double d = c->d, N = c->seq_len, D = c->d_head, H = c->n_heads;
+    double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);          /* per token per layer */
+    double attn = c->attention == ATTN_LINEAR ? 4 * H * D * D         /* state update + readout */
+                                              : 4 * H * D * (N + 1) / 2;  /* q.k and p.v over the prefix, on average */
+    return N * (c->n_layers * (proj + attn) + 2 * d * 3 * c->n_mix);
+}

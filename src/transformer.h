@@ -1,0 +1,40 @@
+/* The transformer: embedding, the layer stack, final norm and head.
+ *
+ * One forward function serves both forms. It runs T new positions of B sequences on top of
+ * the attention memory of the positions already consumed (RunState.n_pos):
+ *   step (RNN) form:  T = 1, called once per position;
+ *   parallel form:    T = N (or any prefix), one call;
+ *   prefill + decode: a parallel call over a prefix, then steps: the state carries over.
+ * Only the attention differs between linear and softmax models (attention.h). */
+#ifndef LINGEN_TRANSFORMER_H
+#define LINGEN_TRANSFORMER_H
+#include "model.h"
+
+typedef struct {
+    int B, T;          /* capacity: sequences per call, positions per call */
+    int n_pos;         /* positions consumed so far, the same for every sequence */
+    float *x;          /* [B*T, d]    residual stream */
+    float *xn;         /* [B*T, d]    normed input (pre-norm), sublayer output */
+    float *qkv;        /* [B*T, 3d] */
+    float *att;        /* [B*T, d]    attention output, before the output projection */
+    float *hid;        /* [B*T, d_ff] */
+    float *out;        /* [B*T, 3M]   head outputs: mixture logits, means, log-scales */
+    float *S, *z;      /* linear:  [L][B][H][D][D] and [L][B][H][D]: the whole RNN memory */
+    float *kc, *vc;    /* softmax: [L][B][H][N][D] each: the KV cache */
+    float *scratch;    /* attention workspace */
+    float *pe;         /* [N, d/2] positional encodings */
+    size_t scratch_len;
+} RunState;
+
+int  runstate_init(RunState *s, const Config *c, int B, int T, Err *e);
+void runstate_free(RunState *s);
+void runstate_reset(RunState *s, const Config *c);   /* back to position 0 (empty memory) */
+size_t runstate_bytes(const Config *c, int B, int T); /* what runstate_init allocates */
+
+/* tokens [B][T] (BOS = 256 at position 0); head outputs for the T positions in s->out [B][T][3M].
+ * Requires B <= s->B, T <= s->T and s->n_pos + T <= seq_len. */
+void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T);
+
+/* FLOPs per image for a full sequence in step form (matrix products and attention). */
+double transformer_flops_per_image(const Config *c);
+#endif

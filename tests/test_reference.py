@@ -1,0 +1,116 @@
+"""Tests of the PyTorch reference (scripts/), run with Debian's python3-torch 1.13 on the CPU:
+step form == parallel form, chunked == quadratic linear attention, the DMoL PMF, model file
+round trip, and a training smoke test whose exported model must match in the C engine."""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import torch  # noqa: E402
+
+import make_fixtures  # noqa: E402
+import modelfile  # noqa: E402
+from model import (Config, Model, causal_linear_attention, dmol_log_prob, dmol_pmf, phi,  # noqa: E402
+                   EPS_LINEAR)
+
+TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)
+DATA = os.environ.get("LINGEN_DATA", os.path.join(ROOT, "data"))
+
+
+class Reference(unittest.TestCase):
+    def test_step_equals_parallel(self):
+        torch.manual_seed(0)
+        for att in ("linear", "softmax"):
+            for norm, act in (("post", "relu"), ("pre", "gelu")):
+                cfg = Config(attention=att, norm=norm, activation=act, **TINY)
+                m = Model(cfg).double().eval()
+                make_fixtures.randomize(m, torch.Generator().manual_seed(1))
+                tok = torch.randint(0, 257, (2, 300))
+                with torch.no_grad():
+                    par = m(tok)
+                    st = m.init_state(2, dtype=torch.float64)
+                    stp = torch.stack([m.step(tok[:, t], t, st) for t in range(300)], 1)
+                self.assertLess((par - stp).abs().max().item(), 1e-10, (att, norm, act))
+
+    def test_chunked_equals_quadratic(self):
+        torch.manual_seed(1)
+        q, k, v = (torch.randn(2, 3, 200, 8, dtype=torch.float64) for _ in range(3))
+        A = (phi(q) @ phi(k).transpose(-1, -2)).tril()
+        ref = (A @ v) / (A.sum(-1, keepdim=True) + EPS_LINEAR)
+        for chunk in (1, 7, 64, 256):
+            out = causal_linear_attention(q, k, v, chunk=chunk)
+            self.assertLess((out - ref).abs().max().item(), 1e-10, chunk)
+
+    def test_pmf_sums_to_one(self):
+        torch.manual_seed(2)
+        for M in (1, 10):
+            for scale in (-7.0, -3.0, 0.0, 5.0):
+                for mean in (-30.0, -1.0, 0.0, 0.5, 1.0, 30.0):
+                    out = torch.cat([torch.randn(M) * 100, torch.full((M,), mean), torch.full((M,), scale)])
+                    pmf = dmol_pmf(out)
+                    self.assertTrue(torch.isfinite(pmf).all())
+                    self.assertAlmostEqual(pmf.sum().item(), 1.0, delta=1e-9)
+
+    def test_log_prob_matches_continuous_logistic(self):
+        # a broad component: P(x) ~ density * bin width in the middle of the range
+        out = torch.tensor([0.0, 0.1, math.log(0.3)], dtype=torch.float64)
+        x = torch.tensor(128)
+        c = 128 / 127.5 - 1
+        s = 0.3
+        u = (c - 0.1) / s
+        dens = math.exp(-u) / (s * (1 + math.exp(-u)) ** 2)
+        self.assertAlmostEqual(dmol_log_prob(out, x).item(), math.log(dens * 2 / 255), delta=1e-4)
+
+    def test_model_file_round_trip(self):
+        cfg = Config(attention="softmax", norm="pre", activation="gelu", height=4, width=4, channels=3,
+                     dataset="cifar10", **TINY)
+        m = Model(cfg)
+        with tempfile.TemporaryDirectory() as d:
+            for dt in ("F32", "F16", "BF16"):
+                p = os.path.join(d, f"m-{dt}.bin")
+                modelfile.export(m, p, {"note": "x"}, modelfile.DTYPES[dt])
+                m2, meta = modelfile.load(p)
+                self.assertEqual(m2.cfg, cfg)
+                self.assertEqual(meta["note"], "x")
+                for k, v in m.state_dict().items():
+                    self.assertTrue(torch.equal(v.to(modelfile.DTYPES[dt]).float(), m2.state_dict()[k]), (dt, k))
+
+
+class TrainSmoke(unittest.TestCase):
+    def test_train_export_and_match_in_c(self):
+        """A tiny model trains on 64 real MNIST images (loss goes down); its export loads in C and matches."""
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no MNIST under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log.jsonl")
+            out = os.path.join(d, "smoke.bin")
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--tiny", "--device", "cpu",
+                            "--data", DATA, "--limit", "64", "--batch", "16", "--steps", "40", "--lr", "3e-3",
+                            "--warmup", "5", "--decay", "0", "--final-eval", "8", "--export", out,
+                            "--export-dtype", "f32", "--log", log], check=True, capture_output=True)
+            import json
+            recs = [json.loads(l) for l in open(log)]
+            first = [r["train_bpd"] for r in recs if "train_bpd" in r][0]
+            final = [r for r in recs if r.get("final")][0]
+            self.assertLess(final["test_bpd_f32_weights"], first - 0.5, (first, final))
+            # golden outputs of the trained model, then the C engine must reproduce them
+            m, _ = modelfile.load(out, torch.float64)
+            tok = torch.randint(0, 256, (2, m.cfg.seq_len), generator=torch.Generator().manual_seed(3))
+            tok[:, 0] = 256
+            with torch.no_grad():
+                st = m.init_state(2, dtype=torch.float64)
+                ref = torch.stack([m.step(tok[:, t], t, st) for t in range(m.cfg.seq_len)], 1)
+            modelfile.write_safetensors(os.path.join(d, "smoke.golden"), {"tokens": tok.int(), "out": ref.float()}, {})
+            exe = os.path.join(ROOT, os.environ.get("BUILD", "build"), "test_transformer")
+            r = subprocess.run([exe, os.path.join(d, "smoke")], capture_output=True, text=True, cwd=ROOT)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("smoke: max |C - torch|", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

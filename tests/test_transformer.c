@@ -1,0 +1,139 @@
+/* The C forward pass against the PyTorch reference (scripts/make_fixtures.py): the step form,
+ * the parallel form, and every split in between (prefill then steps) give the reference's
+ * head outputs to 1e-4. */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+#include "safetensors.h"
+#include "transformer.h"
+
+typedef struct {
+    Model m;
+    SafeTensors g;
+    int B, T, K;       /* sequences, positions, 3M */
+    int *tokens;       /* [B][T] */
+    float *ref;        /* [B][T][K] */
+} Golden;
+
+/* name: a fixture in tests/fixtures, or a path without extension (one with a '/'). */
+static void golden_load(Golden *G, const char *name) {
+    char path[4096];
+    Err e;
+    const char *dir = strchr(name, '/') ? "" : FIXTURE("");
+    snprintf(path, sizeof path, "%s%s.bin", dir, name);
+    if (model_load(&G->m, path, &e)) fail_msg("%s", e.msg);
+    snprintf(path, sizeof path, "%s%s.golden", dir, name);
+    if (st_open(&G->g, path, &e)) fail_msg("%s", e.msg);
+    const StTensor *tok = st_find(&G->g, "tokens"), *out = st_find(&G->g, "out");
+    assert_non_null(tok);
+    assert_non_null(out);
+    G->B = (int)tok->shape[0];
+    G->T = (int)tok->shape[1];
+    G->K = (int)out->shape[2];
+    assert_int_equal(G->T, G->m.cfg.seq_len);
+    assert_int_equal(G->K, 3 * G->m.cfg.n_mix);
+    float *tf = malloc(st_numel(tok) * sizeof(float));
+    st_to_f32(tok, tf);
+    G->tokens = malloc(st_numel(tok) * sizeof(int));
+    for (size_t i = 0; i < st_numel(tok); i++) G->tokens[i] = (int)tf[i];
+    free(tf);
+    G->ref = malloc(st_numel(out) * sizeof(float));
+    st_to_f32(out, G->ref);
+}
+
+static void golden_free(Golden *G) {
+    free(G->tokens);
+    free(G->ref);
+    st_close(&G->g);
+    model_free(&G->m);
+}
+
+/* Run sequence positions in pieces of the given lengths (cycled), compare every head output. */
+static double run_pieces(Golden *G, int B, const int *pieces, int n_pieces) {
+    int maxT = 0;
+    for (int i = 0; i < n_pieces; i++) maxT = pieces[i] > maxT ? pieces[i] : maxT;
+    RunState s;
+    Err e;
+    if (runstate_init(&s, &G->m.cfg, B, maxT, &e)) fail_msg("%s", e.msg);
+    int *tok = malloc((size_t)B * maxT * sizeof(int));
+    double worst = 0;
+    for (int t = 0, p = 0; t < G->T; p++) {
+        int T = pieces[p % n_pieces];
+        if (t + T > G->T) T = G->T - t;
+        for (int b = 0; b < B; b++) memcpy(tok + b * T, G->tokens + (size_t)b * G->T + t, T * sizeof(int));
+        transformer_forward(&G->m, &s, tok, B, T);
+        assert_int_equal(s.n_pos, t + T);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < T; i++)
+                for (int k = 0; k < G->K; k++) {
+                    double d = fabs(s.out[((size_t)b * T + i) * G->K + k] - G->ref[((size_t)b * G->T + t + i) * G->K + k]);
+                    if (!(d <= worst)) worst = d;   /* NaN-safe: a NaN makes worst NaN */
+                }
+        t += T;
+    }
+    free(tok);
+    runstate_free(&s);
+    return worst;
+}
+
+static void check_fixture(const char *name) {
+    Golden G;
+    golden_load(&G, name);
+    int step[] = {1}, par[] = {G.T}, prefill[] = {G.T / 2, 1}, odd[] = {100, 1, 63, 65, 7};
+    double e_step = run_pieces(&G, G.B, step, 1);
+    double e_par = run_pieces(&G, G.B, par, 1);
+    double e_pre = run_pieces(&G, G.B, prefill, 2);   /* prefill half, then steps: the hand-off */
+    double e_odd = run_pieces(&G, G.B, odd, 5);       /* chunk boundaries anywhere */
+    double e_one = run_pieces(&G, 1, step, 1);        /* batch 1: image 0 alone */
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    printf("%s: max |C - torch| step %.2e, parallel %.2e, prefill+step %.2e, mixed %.2e, B=1 %.2e\n",
+           base, e_step, e_par, e_pre, e_odd, e_one);
+    assert_true(e_step <= 1e-4);
+    assert_true(e_par <= 1e-4);
+    assert_true(e_pre <= 1e-4);
+    assert_true(e_odd <= 1e-4);
+    assert_true(e_one <= 1e-4);
+    golden_free(&G);
+}
+
+static void test_linear_mnist(void **st) { (void)st; check_fixture("tiny-linear-mnist"); }
+static void test_softmax_mnist(void **st) { (void)st; check_fixture("tiny-softmax-mnist"); }
+static void test_linear_cifar(void **st) { (void)st; check_fixture("tiny-linear-cifar"); }
+static void test_softmax_cifar(void **st) { (void)st; check_fixture("tiny-softmax-cifar"); }
+
+/* A model from outside (argv[1]), e.g. the one tests/test_reference.py trains and exports. */
+static const char *extra_fixture;
+static void test_extra_fixture(void **st) { (void)st; check_fixture(extra_fixture); }
+
+/* The RNN's memory does not grow: the state is the same size after N positions as after 1. */
+static void test_state_bytes(void **st) {
+    (void)st;
+    Config c = {.attention = ATTN_LINEAR, .n_layers = 8, .n_heads = 8, .d_head = 32, .d_ff = 1024, .n_mix = 10,
+                .height = 28, .width = 28, .channels = 1, .d = 256, .seq_len = 784};
+    assert_int_equal(model_state_bytes(&c, 1), 8 * 8 * (32 * 32 + 32) * 4);
+    assert_int_equal(model_state_bytes(&c, 784), 270336);
+    c.attention = ATTN_SOFTMAX;
+    assert_int_equal(model_state_bytes(&c, 784), 8 * 784 * 512 * 4);
+    double f = transformer_flops_per_image(&(Config){.attention = ATTN_LINEAR, .n_layers = 8, .n_heads = 8, .d_head = 32,
+        .d_ff = 1024, .n_mix = 10, .d = 256, .seq_len = 784});
+    assert_true(f > 9.9e9 && f < 10.3e9);   /* DESIGN.md: ~10.1 GFLOP per MNIST image */
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_mnist),
+        cmocka_unit_test(test_softmax_mnist),
+        cmocka_unit_test(test_linear_cifar),
+        cmocka_unit_test(test_softmax_cifar),
+        cmocka_unit_test(test_state_bytes),
+    };
+    if (argc > 1) {   /* test_transformer DIR/NAME: check NAME.bin against NAME.golden only */
+        extra_fixture = argv[1];
+        const struct CMUnitTest extra[] = {cmocka_unit_test(test_extra_fixture)};
+        return cmocka_run_group_tests(extra, NULL, NULL);
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
