@@ -50,6 +50,7 @@ asan:
 # Regenerate the golden fixtures from the PyTorch reference.
 fixtures:
 	$(PYTHON) scripts/make_fixtures.py tests/fixtures
+	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
 	rm -rf build build-asan lingen

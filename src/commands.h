@@ -5,6 +5,7 @@
 
 int cmd_sample(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 /* The model path: the flag, else models/mnist.bin here, else beside the executable. */
 const char *cli_model_path(const char *flag, const char *dflt);

@@ -10,7 +10,7 @@ int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, 
 int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e);
 /* Grid geometry (for tests and callers). */
 void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
-/* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, strips alpha, 16->8 bit);
- * a clear error for a corrupt file or a size mismatch. */
+/* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, 16->8 bit);
+ * alpha is composited onto black; a clear error for a corrupt file or a size mismatch. */
 int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e);
 #endif

@@ -1,0 +1,48 @@
+"""PyTorch evaluation of a lingen model file: test bits/dim over all N dims, in float32 (or 64).
+
+    python3 scripts/evaluate.py models/mnist.bin [--limit 1000] [--data DIR] [--double]
+
+The reference that the C engine's `lingen eval bits-per-dim` and the model card are checked against.
+"""
+import argparse
+import math
+import sys
+import time
+
+import torch
+
+import data
+import modelfile
+from model import bits_per_dim
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("--data", default=data.default_root())
+    ap.add_argument("--split", default="test", choices=["test", "train"])
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--double", action="store_true", help="evaluate in float64")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dt = torch.float64 if a.double else torch.float32
+    m, meta = modelfile.load(a.model, dt)
+    m = m.to(a.device)
+    imgs = data.load(m.cfg.dataset, a.data, a.split)
+    if a.limit:
+        imgs = imgs[:a.limit]
+    t0 = time.time()
+    bpd, per = bits_per_dim(m, imgs.to(a.device), a.batch)
+    se = per.std().item() / math.sqrt(len(per))
+    print(f"bits/dim {bpd:.5f} +- {se:.5f} over {len(per)} {a.split} images ({a.model}, PyTorch {torch.__version__}, "
+          f"{'float64' if a.double else 'float32'}, {time.time() - t0:.1f} s)")
+    card = meta.get("test_bits_per_dim")
+    if card:
+        print(f"model card: {card}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

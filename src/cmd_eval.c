@@ -1,0 +1,95 @@
+/* lingen eval bits-per-dim: the test-set likelihood of a model, in bits per dimension. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "dataset.h"
+#include "evaluate.h"
+#include "transformer.h"
+
+/* The paper's test bits/dim (Katharopoulos et al. 2020, tables 1 and 2). */
+static const char *paper_figure(const Config *c) {
+    int mnist = !strcmp(c->dataset, "mnist");
+    if (c->attention == ATTN_LINEAR) return mnist ? "0.644" : "3.40";
+    return mnist ? "0.621" : "3.47";
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel";
+    long limit = 0, batch = 0, threads = 0;
+    Opt opts[] = {
+        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
+        {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
+        {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
+        {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
+        {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+    };
+    const char *pos[1];
+    int npos = 0;
+    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim",
+                       "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
+                       "sub-pixels of each image, averaged over images, with its standard error.",
+                       pos, 1, &npos);
+    if (r) return r < 0 ? 0 : r;
+    if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
+        fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
+        return 2;
+    }
+    if (strcmp(split, "test") && strcmp(split, "train")) {
+        fprintf(stderr, "lingen eval: --split must be test or train, not '%s'\n", split);
+        return 2;
+    }
+    if (strcmp(mode, "parallel") && strcmp(mode, "rnn")) {
+        fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
+        return 2;
+    }
+    path = cli_model_path(path, "models/mnist.bin");
+    Model m;
+    if (cli_load_model(&m, path)) return 1;
+    const Config *c = &m.cfg;
+    cli_set_threads(threads);
+    if (!batch) batch = c->seq_len > 1000 ? 4 : 16;
+
+    Err e;
+    Dataset ds;
+    if (dataset_load(&ds, dataset_root(data), c->dataset, split, (int)limit, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        model_free(&m);
+        return 1;
+    }
+    if (ds.height * ds.width * ds.channels != c->seq_len) {
+        fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
+                ds.height, ds.width, ds.channels, path, c->height, c->width, c->channels);
+        dataset_free(&ds);
+        model_free(&m);
+        return 1;
+    }
+    double *per = xcalloc(ds.n, sizeof(double));
+    Progress prog;
+    progress_start(&prog, "images", ds.n);
+    double t0 = now_seconds();
+    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, (int)batch, !strcmp(mode, "rnn"), per, &prog, &e);
+    double secs = now_seconds() - t0;
+    progress_end(&prog);
+    if (rc) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+    } else {
+        double mean, se;
+        mean_and_stderr(per, ds.n, &mean, &se);
+        printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split, c->seq_len);
+        printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
+        const char *card = model_meta(&m, "test_bits_per_dim");
+        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
+        printf("paper        %s (Katharopoulos et al. 2020, the same architecture)\n", paper_figure(c));
+        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
+               strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
+    }
+    free(per);
+    dataset_free(&ds);
+    model_free(&m);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,202 @@
+/* PNG output (stb_image_write, encoded in memory, then written atomically: a crash or a full disk
+ * never leaves a half-written PNG under the final name) and PNG input (libpng). */
+#include "image.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <png.h>
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC       /* private to this file: no clash with another copy */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+#define BORDER 2
+
+/* ---------------------------------------------------------------- writing */
+
+typedef struct { unsigned char *data; size_t len, cap; int oom; } MemBuf;
+
+static void membuf_write(void *ctx, void *data, int size) {
+    MemBuf *m = ctx;
+    if (m->oom || size <= 0) return;
+    if (m->len + (size_t)size > m->cap) {
+        size_t cap = m->cap ? m->cap : 1 << 16;
+        while (cap < m->len + (size_t)size) cap *= 2;
+        unsigned char *p = realloc(m->data, cap);
+        if (!p) { m->oom = 1; return; }
+        m->data = p;
+        m->cap = cap;
+    }
+    memcpy(m->data + m->len, data, (size_t)size);
+    m->len += (size_t)size;
+}
+
+int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e) {
+    if (h <= 0 || w <= 0 || (ch != 1 && ch != 3 && ch != 4))
+        return err_set(e, "%s: cannot write a %dx%d image with %d channels", path, w, h, ch);
+    if ((size_t)w * (size_t)ch > INT32_MAX / 2 || (size_t)h > INT32_MAX / 2)
+        return err_set(e, "%s: image too large (%dx%d)", path, w, h);
+    MemBuf m = {0};
+    int ok = stbi_write_png_to_func(membuf_write, &m, w, h, ch, img, w * ch);
+    if (!ok || m.oom) {
+        free(m.data);
+        return err_set(e, "%s: cannot encode the PNG (out of memory?)", path);
+    }
+    AtomicFile a;
+    if (atomic_open(&a, path, e)) { free(m.data); return -1; }
+    fwrite(m.data, 1, m.len, a.f);       /* a short write sets ferror, which atomic_commit reports */
+    free(m.data);
+    return atomic_commit(&a, e);
+}
+
+static int grid_cols(int n, int cols) {
+    if (n < 1) n = 1;
+    if (cols <= 0) {                     /* ceil(sqrt(n)), exactly */
+        cols = (int)ceil(sqrt((double)n));
+        while (cols > 1 && (cols - 1) * (cols - 1) >= n) cols--;
+        while (cols * cols < n) cols++;
+    }
+    return cols < n ? cols : n;          /* no empty columns */
+}
+
+/* Tiles of (h + 2) x (w + 2): a 2-pixel border around every tile, shared between neighbours,
+ * plus 2 more on the right and bottom: out = cols * (w + 2) + 2 by rows * (h + 2) + 2. */
+void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w) {
+    cols = grid_cols(n, cols);
+    int rows = (n + cols - 1) / cols;
+    if (rows < 1) rows = 1;
+    *out_w = cols * (w + BORDER) + BORDER;
+    *out_h = rows * (h + BORDER) + BORDER;
+}
+
+int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                     int cols, Err *e) {
+    if (n < 1 || h <= 0 || w <= 0 || (ch != 1 && ch != 3))
+        return err_set(e, "%s: cannot write a grid of %d images %dx%dx%d", path, n, w, h, ch);
+    cols = grid_cols(n, cols);
+    int gh, gw;
+    image_grid_size(n, h, w, cols, &gh, &gw);
+    unsigned char *grid = try_calloc((size_t)gh * gw, (size_t)ch, path, e);   /* zeros: the border */
+    if (!grid) return -1;
+    size_t tile = (size_t)h * w * ch, row_bytes = (size_t)w * ch, grid_row = (size_t)gw * ch;
+    for (int i = 0; i < n; i++) {
+        int y0 = BORDER + (i / cols) * (h + BORDER), x0 = BORDER + (i % cols) * (w + BORDER);
+        for (int y = 0; y < h; y++)
+            memcpy(grid + (size_t)(y0 + y) * grid_row + (size_t)x0 * ch,
+                   imgs + i * tile + (size_t)y * row_bytes, row_bytes);
+    }
+    int rc = image_write_png(path, grid, gh, gw, ch, e);
+    free(grid);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+/* libpng reports errors through longjmp. Everything the error path must free lives in this
+ * struct, owned by the caller, so no local of the setjmp function changes after setjmp. */
+typedef struct {
+    const unsigned char *data;
+    size_t len, pos;
+    char msg[200];
+    unsigned width, height;
+    unsigned char *rgba;      /* width * height * 4 */
+    png_bytep *rows;
+} PngRead;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+    PngRead *r = png_get_error_ptr(png);
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n) {
+    PngRead *r = png_get_io_ptr(png);
+    if (n > r->len - r->pos) png_error(png, "truncated file");
+    memcpy(out, r->data + r->pos, n);
+    r->pos += n;
+}
+
+/* Decode to 8-bit RGBA. Returns 0, -1 (r->msg says why), or 1 if the size is not want_w x want_h
+ * (checked before any pixel memory is allocated). */
+static int png_decode(PngRead *r, unsigned want_w, unsigned want_h) {
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        snprintf(r->msg, sizeof r->msg, "out of memory");
+        return -1;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return -1;
+    }
+    png_set_read_fn(png, r, png_read_mem);
+    png_read_info(png, info);
+    r->width = png_get_image_width(png, info);
+    r->height = png_get_image_height(png, info);
+    if (r->width != want_w || r->height != want_h) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return 1;
+    }
+    /* everything to 8-bit RGBA: palette and low bit depths expanded, tRNS to alpha,
+     * 16 bits scaled (rounded) to 8, gray replicated, opaque alpha added where missing */
+    int color = png_get_color_type(png, info);
+    png_set_expand(png);
+    png_set_scale_16(png);
+    if (!(color & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+    if (!(color & PNG_COLOR_MASK_ALPHA) && !png_get_valid(png, info, PNG_INFO_tRNS))
+        png_set_add_alpha(png, 0xff, PNG_FILLER_AFTER);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)r->width * 4) png_error(png, "unexpected pixel layout");
+    r->rgba = malloc((size_t)r->width * r->height * 4);
+    r->rows = malloc(r->height * sizeof *r->rows);
+    if (!r->rgba || !r->rows) png_error(png, "out of memory");
+    for (unsigned y = 0; y < r->height; y++) r->rows[y] = r->rgba + (size_t)y * r->width * 4;
+    png_read_image(png, r->rows);
+    png_read_end(png, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    return 0;
+}
+
+int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e) {
+    if (ch != 1 && ch != 3) return err_set(e, "%s: cannot read as %d channels", path, ch);
+    size_t len;
+    unsigned char *data = read_file(path, &len, e);
+    if (!data) return -1;
+    if (len < 8 || png_sig_cmp(data, 0, 8)) {
+        free(data);
+        return err_set(e, "%s: not a PNG file", path);
+    }
+    PngRead r = {.data = data, .len = len};
+    int rc = png_decode(&r, (unsigned)w, (unsigned)h);
+    free(data);
+    if (rc == 0) {
+        /* alpha composited on black (MNIST-style background); gray as luminance with the ITU-R
+         * 601 weights in 16-bit fixed point, as PIL's convert("L") does: exact for gray input */
+        for (size_t i = 0, n = (size_t)w * h; i < n; i++) {
+            const unsigned char *p = r.rgba + 4 * i;
+            unsigned a = p[3], c[3];
+            for (int k = 0; k < 3; k++) c[k] = (p[k] * a + 127) / 255;
+            if (ch == 1) img[i] = (unsigned char)((c[0] * 19595 + c[1] * 38470 + c[2] * 7471 + 0x8000) >> 16);
+            else for (int k = 0; k < 3; k++) img[3 * i + k] = (unsigned char)c[k];
+        }
+    }
+    free(r.rgba);
+    free(r.rows);
+    if (rc < 0) return err_set(e, "%s: corrupt PNG: %s", path, r.msg);
+    if (rc > 0)
+        return err_set(e, "%s: image is %ux%u, the model needs %dx%d", path, r.width, r.height, w, h);
+    return 0;
+}

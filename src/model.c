@@ -1,0 +1,207 @@
+/* Loading a lingen model file: the config from __metadata__, then every weight by name,
+ * with its shape and dtype checked, widened to float32 into one arena. The file format is
+ * documented in docs/model-format.md; scripts/modelfile.py writes it. */
+#include "model.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+/* A metadata value for an error message: at most 40 characters, control characters hidden. */
+static const char *clip(const char *s, char buf[48]) {
+    size_t i = 0;
+    for (; s[i] && i < 40; i++) buf[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
+    strcpy(buf + i, s[i] ? "..." : "");
+    return buf;
+}
+
+static int get_meta(const SafeTensors *st, const char *key, const char **val, const char *path, Err *e) {
+    *val = st_meta(st, key);
+    return *val ? 0 : err_set(e, "%s: metadata: missing key '%s'", path, key);
+}
+
+/* A positive decimal integer (digits only, no sign or spaces) no bigger than max. */
+static int meta_int(const SafeTensors *st, const char *key, int max, int *out, const char *path, Err *e) {
+    const char *s;
+    char b[48];
+    if (get_meta(st, key, &s, path, e)) return -1;
+    size_t nd = strspn(s, "0123456789");
+    long v = 0;
+    for (size_t i = 0; i < nd && v <= max; i++) v = v * 10 + (s[i] - '0');   /* stops before overflow */
+    if (nd == 0 || s[nd] || v == 0)
+        return err_set(e, "%s: metadata: %s = '%s' is not a positive integer", path, key, clip(s, b));
+    if (v > max) return err_set(e, "%s: metadata: %s = '%s' is out of range (1..%d)", path, key, clip(s, b), max);
+    *out = (int)v;
+    return 0;
+}
+
+/* One of two words (or the one word a, when b is NULL): 0 for a, 1 for b. */
+static int meta_choice(const SafeTensors *st, const char *key, const char *a, const char *b, int *out,
+                       const char *path, Err *e) {
+    const char *s;
+    char c[48];
+    if (get_meta(st, key, &s, path, e)) return -1;
+    if (strcmp(s, a) == 0) *out = 0;
+    else if (b && strcmp(s, b) == 0) *out = 1;
+    else if (b) return err_set(e, "%s: metadata: %s = '%s', expected %s or %s", path, key, clip(s, c), a, b);
+    else return err_set(e, "%s: metadata: %s = '%s', expected %s", path, key, clip(s, c), a);
+    return 0;
+}
+
+static int parse_config(Config *c, const SafeTensors *st, const char *path, Err *e) {
+    if (st->n_meta == 0) return err_set(e, "%s: no __metadata__ in the header: not a lingen model file", path);
+    int x;
+    if (meta_choice(st, "format", "lingen", NULL, &x, path, e)) return -1;
+    if (meta_choice(st, "format_version", "1", NULL, &x, path, e)) return -1;
+    /* Caps far above anything worth running on a CPU, low enough that every size derived
+     * from them fits easily in 64 bits (the weights must be in the file anyway). */
+    struct { const char *key; int *dst; int max; } ints[] = {
+        {"n_layers", &c->n_layers, 1024}, {"n_heads", &c->n_heads, 1024}, {"d_head", &c->d_head, 4096},
+        {"d_ff", &c->d_ff, 1 << 18},      {"n_mix", &c->n_mix, 1024},     {"height", &c->height, 4096},
+        {"width", &c->width, 4096},       {"channels", &c->channels, 4},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (meta_int(st, ints[i].key, ints[i].max, ints[i].dst, path, e)) return -1;
+    int kind;
+    if (meta_choice(st, "attention", "linear", "softmax", &kind, path, e) ||
+        meta_choice(st, "norm", "post", "pre", &c->pre_norm, path, e) ||
+        meta_choice(st, "activation", "relu", "gelu", &c->gelu, path, e) ||
+        meta_choice(st, "dataset", "mnist", "cifar10", &x, path, e) ||
+        meta_choice(st, "bos", "1", NULL, &x, path, e))
+        return -1;
+    c->attention = kind ? ATTN_SOFTMAX : ATTN_LINEAR;
+    snprintf(c->dataset, sizeof c->dataset, "%s", st_meta(st, "dataset"));
+    long d = (long)c->n_heads * c->d_head;
+    if (d > 65536)
+        return err_set(e, "%s: metadata: d = n_heads * d_head = %ld is too large (at most 65536)", path, d);
+    if (d % 2)   /* the embedding and the positional encoding are d/2 wide each */
+        return err_set(e, "%s: metadata: d = n_heads * d_head = %ld must be even", path, d);
+    c->d = (int)d;
+    c->seq_len = c->height * c->width * c->channels;
+    return 0;
+}
+
+/* One tensor the file must hold: name, shape (1-D when cols is 0), and where it goes. */
+typedef struct { char name[64]; int ndim; int64_t shape[2]; float **dst; const StTensor *t; } Want;
+
+static void want(Want *w, int *n, const char *prefix, const char *suffix, float **dst, int64_t rows, int64_t cols) {
+    Want *x = &w[(*n)++];
+    snprintf(x->name, sizeof x->name, "%s%s", prefix, suffix);
+    x->ndim = cols ? 2 : 1;
+    x->shape[0] = rows;
+    x->shape[1] = cols;
+    x->dst = dst;
+}
+
+static int list_weights(Model *m, Want *w) {
+    const Config *c = &m->cfg;
+    int64_t d = c->d, f = c->d_ff;
+    int n = 0;
+    want(w, &n, "", "emb.weight", &m->emb, N_TOKENS, d / 2);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerWeights *L = &m->layers[l];
+        char p[32];
+        snprintf(p, sizeof p, "layers.%d.", l);
+        want(w, &n, p, "attn.qkv.weight", &L->qkv_w, 3 * d, d);
+        want(w, &n, p, "attn.qkv.bias", &L->qkv_b, 3 * d, 0);
+        want(w, &n, p, "attn.out.weight", &L->out_w, d, d);
+        want(w, &n, p, "attn.out.bias", &L->out_b, d, 0);
+        want(w, &n, p, "norm1.weight", &L->norm1_w, d, 0);
+        want(w, &n, p, "norm1.bias", &L->norm1_b, d, 0);
+        want(w, &n, p, "norm2.weight", &L->norm2_w, d, 0);
+        want(w, &n, p, "norm2.bias", &L->norm2_b, d, 0);
+        want(w, &n, p, "ff1.weight", &L->ff1_w, f, d);
+        want(w, &n, p, "ff1.bias", &L->ff1_b, f, 0);
+        want(w, &n, p, "ff2.weight", &L->ff2_w, d, f);
+        want(w, &n, p, "ff2.bias", &L->ff2_b, d, 0);
+    }
+    want(w, &n, "", "norm.weight", &m->norm_w, d, 0);
+    want(w, &n, "", "norm.bias", &m->norm_b, d, 0);
+    want(w, &n, "", "head.weight", &m->head_w, 3 * (int64_t)c->n_mix, d);
+    want(w, &n, "", "head.bias", &m->head_b, 3 * (int64_t)c->n_mix, 0);
+    return n;
+}
+#define WEIGHTS_PER_LAYER 12
+
+/* Check names, dtypes and shapes against the config; then widen every weight into one arena. */
+static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *e) {
+    m->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *m->layers);
+    Want *w = xcalloc(5 + (size_t)WEIGHTS_PER_LAYER * m->cfg.n_layers, sizeof *w);
+    int n = list_weights(m, w), rc = 0;
+    size_t n_params = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const StTensor *t = w[i].t = st_find(st, w[i].name);
+        char have[128], need[64];
+        if (!t) rc = err_set(e, "%s: missing tensor '%s'", path, w[i].name);
+        else if (t->dtype == ST_I32)
+            rc = err_set(e, "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16", path, w[i].name,
+                         st_dtype_name(t->dtype));
+        else if (t->ndim != w[i].ndim || t->shape[0] != w[i].shape[0] ||
+                 (t->ndim == 2 && t->shape[1] != w[i].shape[1]))
+            rc = err_set(e, "%s: tensor '%s' has shape %s, expected %s", path, w[i].name,
+                         st_format_shape(t->shape, t->ndim, have, sizeof have),
+                         st_format_shape(w[i].shape, w[i].ndim, need, sizeof need));
+        else n_params += st_numel(t);
+    }
+    /* Every wanted name was found and the file's names are unique: more tensors means extras. */
+    for (int i = 0; i < st->n && !rc && st->n > n; i++) {
+        int k = 0;
+        while (k < n && strcmp(st->t[i].name, w[k].name) != 0) k++;
+        if (k == n) rc = err_set(e, "%s: unexpected tensor '%s'", path, st->t[i].name);
+    }
+    if (!rc && !(m->arena = try_calloc(n_params, sizeof(float), path, e))) rc = -1;
+    size_t off = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        *w[i].dst = m->arena + off;
+        st_to_f32(w[i].t, *w[i].dst);
+        off += st_numel(w[i].t);
+    }
+    m->n_params = rc ? 0 : n_params;
+    free(w);
+    return rc;
+}
+
+int model_load(Model *m, const char *path, Err *e) {
+    memset(m, 0, sizeof *m);
+    SafeTensors st;
+    if (st_open(&st, path, e)) return -1;
+    int rc = parse_config(&m->cfg, &st, path, e);
+    if (!rc) rc = load_weights(m, &st, path, e);
+    if (!rc) {   /* keep the metadata (provenance for `lingen info`); the file buffer goes */
+        m->n_meta = st.n_meta;
+        m->meta_keys = st.meta_keys;
+        m->meta_vals = st.meta_vals;
+        st.n_meta = 0;
+        st.meta_keys = st.meta_vals = NULL;
+    }
+    st_close(&st);
+    if (rc) model_free(m);
+    return rc;
+}
+
+void model_free(Model *m) {
+    for (int i = 0; i < m->n_meta; i++) {
+        free(m->meta_keys[i]);
+        free(m->meta_vals[i]);
+    }
+    free(m->meta_keys);
+    free(m->meta_vals);
+    free(m->layers);
+    free(m->arena);
+    memset(m, 0, sizeof *m);
+}
+
+const char *model_meta(const Model *m, const char *key) {
+    for (int i = 0; i < m->n_meta; i++)
+        if (strcmp(m->meta_keys[i], key) == 0) return m->meta_vals[i];
+    return NULL;
+}
+
+size_t model_state_bytes(const Config *c, int n_positions) {
+    if (c->attention == ATTN_LINEAR)   /* S (D x D) and z (D) per head and layer, whatever n */
+        return (size_t)c->n_layers * c->n_heads * ((size_t)c->d_head * c->d_head + c->d_head) * sizeof(float);
+    size_t n = n_positions > 0 ? (size_t)n_positions : 0;   /* a key and a value of width d per position */
+    return (size_t)c->n_layers * n * 2 * (size_t)c->d * sizeof(float);
+}

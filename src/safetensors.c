@@ -1,0 +1,280 @@
+/* The safetensors container (the format of Hugging Face's safetensors library):
+ *
+ *   u64 little-endian N | N bytes of JSON header | data section
+ *
+ * The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, the
+ * offsets counted from the start of the data section, plus an optional "__metadata__" object
+ * of string values. Every number read from the file is checked before it is used, so a
+ * corrupt or truncated file gives a one-line message naming the file, never a crash. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct { const char *name; int size; } DTYPES[] = {
+    [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2}, [ST_I32] = {"I32", 4},
+};
+#define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
+
+const char *st_dtype_name(StDtype dt) { return DTYPES[dt].name; }
+int st_dtype_size(StDtype dt) { return DTYPES[dt].size; }
+
+char *st_format_shape(const int64_t *shape, int ndim, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, i ? "," : "", shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+/* Names go into one-line error messages: refuse control characters (newlines) in them. */
+static int printable(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return 0;
+    return 1;
+}
+
+/* A JSON number that is a whole number in [0, 2^53], where a double is still exact. */
+static int json_uint(const cJSON *j, uint64_t *out) {
+    if (!cJSON_IsNumber(j)) return 0;
+    double v = j->valuedouble;
+    if (!(v >= 0 && v <= 9007199254740992.0) || v != (double)(uint64_t)v) return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The first name that occurs twice, or NULL; sorting keeps a huge header from taking n^2. */
+static const char *find_duplicate(char **names, int n) {
+    if (n < 2) return NULL;
+    char **s = xmalloc((size_t)n * sizeof *s);
+    memcpy(s, names, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_str);
+    const char *dup = NULL;
+    for (int i = 1; i < n && !dup; i++)
+        if (strcmp(s[i - 1], s[i]) == 0) dup = s[i];
+    free(s);
+    return dup;
+}
+
+static int parse_tensor(StTensor *t, const cJSON *j, const unsigned char *data, size_t data_len,
+                        const char *path, Err *e) {
+    const char *name = t->name;
+    if (!cJSON_IsObject(j)) return err_set(e, "%s: tensor '%s' is not a JSON object", path, name);
+
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
+    if (!cJSON_IsString(dt)) return err_set(e, "%s: tensor '%s' has no dtype string", path, name);
+    int k = 0;
+    while (k < N_DTYPES && strcmp(dt->valuestring, DTYPES[k].name) != 0) k++;
+    if (k == N_DTYPES)
+        return err_set(e, "%s: tensor '%s' has unsupported dtype '%.16s' (lingen reads F32, F16, BF16, I32)",
+                       path, name, printable(dt->valuestring) ? dt->valuestring : "?");
+    t->dtype = (StDtype)k;
+
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shape");
+    if (!cJSON_IsArray(sh)) return err_set(e, "%s: tensor '%s' has no shape array", path, name);
+    int ndim = cJSON_GetArraySize(sh);
+    if (ndim > 8) return err_set(e, "%s: tensor '%s' has %d dimensions (at most 8)", path, name, ndim);
+    t->ndim = ndim;
+    /* bytes the shape needs; 'huge' when that overflows (then it cannot match any real range) */
+    uint64_t need = (uint64_t)DTYPES[k].size;
+    int huge = 0, i = 0;
+    for (const cJSON *d = sh->child; d; d = d->next, i++) {
+        uint64_t v;
+        if (!json_uint(d, &v))
+            return err_set(e, "%s: tensor '%s': shape is not a list of non-negative integers", path, name);
+        t->shape[i] = (int64_t)v;
+        if (v && need > UINT64_MAX / v) huge = 1;
+        else need *= v;
+    }
+    if (need == 0) huge = 0;   /* a zero dimension makes the product zero, whatever came before */
+
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
+    uint64_t begin, end;
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 || !json_uint(off->child, &begin) ||
+        !json_uint(off->child->next, &end))
+        return err_set(e, "%s: tensor '%s': data_offsets is not [begin, end]", path, name);
+    if (begin > end)
+        return err_set(e, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run backwards",
+                       path, name, begin, end);
+    if (end > data_len)
+        return err_set(e, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] past end of data "
+                       "(%zu bytes; file truncated?)", path, name, begin, end, data_len);
+    if (huge || end - begin != need) {
+        char s[128];
+        return err_set(e, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
+                       " bytes, but shape %s of %s needs %s%" PRIu64, path, name, begin, end, end - begin,
+                       st_format_shape(t->shape, ndim, s, sizeof s), DTYPES[k].name,
+                       huge ? "more than " : "", huge ? UINT64_MAX : need);
+    }
+    t->nbytes = (size_t)need;
+    t->data = data + begin;
+    return 0;
+}
+
+static int parse_metadata(SafeTensors *st, const cJSON *j, const char *path, Err *e) {
+    if (!cJSON_IsObject(j)) return err_set(e, "%s: __metadata__ is not a JSON object", path);
+    int n = cJSON_GetArraySize(j);
+    st->meta_keys = xcalloc((size_t)n, sizeof(char *));
+    st->meta_vals = xcalloc((size_t)n, sizeof(char *));
+    for (const cJSON *v = j->child; v; v = v->next) {
+        if (!printable(v->string)) return err_set(e, "%s: a __metadata__ key contains control characters", path);
+        if (!cJSON_IsString(v))
+            return err_set(e, "%s: __metadata__ value '%s' is not a string", path, v->string);
+        st->meta_keys[st->n_meta] = xstrdup(v->string);
+        st->meta_vals[st->n_meta] = xstrdup(v->valuestring);
+        st->n_meta++;
+    }
+    const char *dup = find_duplicate(st->meta_keys, st->n_meta);
+    if (dup) return err_set(e, "%s: __metadata__ key '%s' appears twice", path, dup);
+    return 0;
+}
+
+static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
+    const unsigned char *buf = st->buf;
+    size_t len = st->len;
+    if (len == 0) return err_set(e, "%s: empty file", path);
+    if (len < 8) return err_set(e, "%s: only %zu bytes, too short for a safetensors file", path, len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    if (hlen > len - 8)
+        return err_set(e, "%s: header length %" PRIu64 " past end of file (%zu bytes)", path, hlen, len);
+
+    const char *h = (const char *)buf + 8, *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
+    if (!*root)
+        return err_set(e, "%s: header is not valid JSON (error at byte %td of %" PRIu64 ")", path,
+                       end ? end - h : 0, hlen);
+    for (; end < h + hlen; end++)   /* writers pad the header with spaces; anything else is junk */
+        if (!*end || !strchr(" \t\r\n", *end))
+            return err_set(e, "%s: header has junk after the JSON at byte %td", path, end - h);
+    if (!cJSON_IsObject(*root)) return err_set(e, "%s: header is not a JSON object", path);
+
+    const unsigned char *data = buf + 8 + hlen;
+    size_t data_len = len - 8 - (size_t)hlen;
+    int n = 0, n_meta_objs = 0;
+    for (const cJSON *j = (*root)->child; j; j = j->next) {
+        if (strcmp(j->string, "__metadata__") == 0) n_meta_objs++;
+        else n++;
+    }
+    if (n_meta_objs > 1) return err_set(e, "%s: __metadata__ appears twice", path);
+    st->t = xcalloc((size_t)n, sizeof *st->t);
+    char **names = xcalloc((size_t)n, sizeof *names);   /* for the duplicate check */
+    int rc = 0;
+    for (const cJSON *j = (*root)->child; j && !rc; j = j->next) {
+        if (strcmp(j->string, "__metadata__") == 0) {
+            rc = parse_metadata(st, j, path, e);
+            continue;
+        }
+        if (!printable(j->string)) {
+            rc = err_set(e, "%s: a tensor name contains control characters", path);
+            break;
+        }
+        StTensor *t = &st->t[st->n++];
+        t->name = names[st->n - 1] = xstrdup(j->string);
+        rc = parse_tensor(t, j, data, data_len, path, e);
+    }
+    const char *dup = rc ? NULL : find_duplicate(names, st->n);
+    if (dup) rc = err_set(e, "%s: tensor '%s' appears twice", path, dup);
+    free(names);
+    return rc;
+}
+
+int st_parse(SafeTensors *st, unsigned char *buf, size_t len, const char *name, Err *e) {
+    memset(st, 0, sizeof *st);
+    st->buf = buf;
+    st->len = len;
+    cJSON *root = NULL;
+    int rc = parse(st, &root, name, e);
+    cJSON_Delete(root);   /* everything kept was copied out */
+    if (rc) st_close(st);
+    return rc;
+}
+
+int st_open(SafeTensors *st, const char *path, Err *e) {
+    memset(st, 0, sizeof *st);
+    size_t len;
+    unsigned char *buf = read_file(path, &len, e);
+    if (!buf) return -1;
+    return st_parse(st, buf, len, path, e);
+}
+
+void st_close(SafeTensors *st) {
+    for (int i = 0; i < st->n; i++) free(st->t[i].name);
+    for (int i = 0; i < st->n_meta; i++) {
+        free(st->meta_keys[i]);
+        free(st->meta_vals[i]);
+    }
+    free(st->t);
+    free(st->meta_keys);
+    free(st->meta_vals);
+    free(st->buf);
+    memset(st, 0, sizeof *st);
+}
+
+const StTensor *st_find(const SafeTensors *st, const char *name) {
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
+    return NULL;
+}
+
+const char *st_meta(const SafeTensors *st, const char *key) {
+    for (int i = 0; i < st->n_meta; i++)
+        if (strcmp(st->meta_keys[i], key) == 0) return st->meta_vals[i];
+    return NULL;
+}
+
+size_t st_numel(const StTensor *t) {
+    size_t n = 1;   /* a 0-dim tensor is a scalar */
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    return n;
+}
+
+float st_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13;            /* inf, nan (payload kept) */
+    else if (exp) bits = sign | (exp + 127 - 15) << 23 | man << 13;     /* normal: rebias exponent */
+    else {                                                              /* zero, subnormal: man * 2^-24 */
+        float f = (float)man * 0x1p-24f;                                /* exact in float32 */
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+float st_bf16_to_f32(uint16_t b) {   /* bfloat16 is the top half of a float32 */
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* The data is little-endian and need not be aligned: assemble each value from bytes. */
+static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void st_to_f32(const StTensor *t, float *dst) {
+    size_t n = st_numel(t);
+    const unsigned char *p = t->data;
+    for (size_t i = 0; i < n; i++) {
+        switch (t->dtype) {
+        case ST_F32: { uint32_t u = le32(p + 4 * i); memcpy(&dst[i], &u, 4); break; }
+        case ST_F16: dst[i] = st_f16_to_f32(le16(p + 2 * i)); break;
+        case ST_BF16: dst[i] = st_bf16_to_f32(le16(p + 2 * i)); break;
+        case ST_I32: { uint32_t u = le32(p + 4 * i); int32_t v; memcpy(&v, &u, 4); dst[i] = (float)v; break; }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+/* PNG grids: geometry, exact pixels back through the reader, every PNG flavour the reader must
+ * take, clear one-line errors, and atomic writes (no temp files left behind, ever). */
+#include "testutil.h"
+
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <png.h>
+#include "image.h"
+
+static char dir[256];          /* a fresh temp directory per test */
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/lingen-test-image-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[600];
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (remove(p)) rmdir(p);
+    }
+    if (d) closedir(d);
+    return rmdir(dir);
+}
+
+static const char *in_dir(const char *name) {
+    static char p[4][600];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
+    return p[i];
+}
+
+/* Number of entries in dir, and whether any of them looks like a temp file ("name.XXXXXX"). */
+static int dir_entries(int *n_temp) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    *n_temp = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        n++;
+        const char *dot = strrchr(de->d_name, '.');
+        if (dot && strcmp(dot, ".png") && strcmp(dot, ".txt")) (*n_temp)++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void assert_error(const Err *e, const char *path, const char *text) {
+    if (strncmp(e->msg, path, strlen(path)) != 0 || !strstr(e->msg, text) || strchr(e->msg, '\n'))
+        fail_msg("error \"%s\": want one line starting with %s and containing \"%s\"", e->msg, path, text);
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)((i * 2654435761u + seed * 40503u) >> 13);
+}
+
+/* ---------------------------------------------------------------- grids */
+
+static void test_grid_size(void **state) {
+    (void)state;
+    int gh, gw;
+    image_grid_size(5, 28, 28, 0, &gh, &gw);     /* ceil(sqrt(5)) = 3 columns, 2 rows */
+    assert_int_equal(gw, 3 * 30 + 2);
+    assert_int_equal(gh, 2 * 30 + 2);
+    image_grid_size(16, 28, 28, 0, &gh, &gw);    /* 4 x 4 */
+    assert_int_equal(gw, 4 * 30 + 2);
+    assert_int_equal(gh, 4 * 30 + 2);
+    image_grid_size(17, 32, 32, 0, &gh, &gw);    /* 5 columns, 4 rows */
+    assert_int_equal(gw, 5 * 34 + 2);
+    assert_int_equal(gh, 4 * 34 + 2);
+    image_grid_size(1, 28, 28, 0, &gh, &gw);
+    assert_int_equal(gw, 32);
+    assert_int_equal(gh, 32);
+    image_grid_size(10, 28, 20, 4, &gh, &gw);    /* explicit columns: 4, 3 rows */
+    assert_int_equal(gw, 4 * 22 + 2);
+    assert_int_equal(gh, 3 * 30 + 2);
+    image_grid_size(3, 28, 28, 8, &gh, &gw);     /* more columns than images: no empty columns */
+    assert_int_equal(gw, 3 * 30 + 2);
+    assert_int_equal(gh, 32);
+}
+
+static void test_grid_round_trip(void **state) {
+    (void)state;
+    const int n = 5, h = 28, w = 28;
+    unsigned char imgs[5 * 28 * 28];
+    fill(imgs, sizeof imgs, 1);
+    for (size_t i = 0; i < sizeof imgs; i++) if (!imgs[i]) imgs[i] = 1;   /* tiles never 0, borders are */
+    const char *path = in_dir("grid.png");
+    Err e = {{0}};
+    if (image_write_grid(path, imgs, n, h, w, 1, 0, &e)) fail_msg("%s", e.msg);
+    int gh, gw;
+    image_grid_size(n, h, w, 0, &gh, &gw);
+    unsigned char *g = malloc((size_t)gh * gw);
+    if (image_read_png(path, g, gh, gw, 1, &e)) fail_msg("%s", e.msg);
+    int cols = 3;
+    for (int y = 0; y < gh; y++)
+        for (int x = 0; x < gw; x++) {
+            int ty = (y - 2) / (h + 2), tx = (x - 2) / (w + 2);
+            int iy = (y - 2) % (h + 2), ix = (x - 2) % (w + 2);
+            int tile = ty * cols + tx;
+            int inside = y >= 2 && x >= 2 && iy < h && ix < w && tile < n;
+            unsigned char want = inside ? imgs[(size_t)tile * h * w + iy * w + ix] : 0;
+            if (g[(size_t)y * gw + x] != want)
+                fail_msg("pixel (%d, %d): %d, want %d", x, y, g[(size_t)y * gw + x], want);
+        }
+    free(g);
+    int n_temp;
+    assert_int_equal(dir_entries(&n_temp), 1);
+    assert_int_equal(n_temp, 0);
+}
+
+static void test_rgb_round_trip(void **state) {
+    (void)state;
+    const int h = 32, w = 32;
+    unsigned char img[32 * 32 * 3], back[32 * 32 * 3], gray[32 * 32];
+    fill(img, sizeof img, 7);
+    const char *path = in_dir("rgb.png");
+    Err e = {{0}};
+    if (image_write_png(path, img, h, w, 3, &e)) fail_msg("%s", e.msg);
+    if (image_read_png(path, back, h, w, 3, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(img, back, sizeof img);
+    /* as one channel: luminance, ITU-R 601 weights (PIL's "L") */
+    if (image_read_png(path, gray, h, w, 1, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < h * w; i++) {
+        double l = 0.299 * img[3 * i] + 0.587 * img[3 * i + 1] + 0.114 * img[3 * i + 2];
+        assert_true(gray[i] >= l - 1 && gray[i] <= l + 1);
+    }
+    /* a grid of RGB images, explicit columns */
+    unsigned char three[3 * 32 * 32 * 3];
+    fill(three, sizeof three, 9);
+    if (image_write_grid(path, three, 3, h, w, 3, 1, &e)) fail_msg("%s", e.msg);
+    int gh, gw;
+    image_grid_size(3, h, w, 1, &gh, &gw);
+    assert_int_equal(gw, 36);
+    assert_int_equal(gh, 3 * 34 + 2);
+    unsigned char *g = malloc((size_t)gh * gw * 3);
+    if (image_read_png(path, g, gh, gw, 3, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < 3; i++)   /* top-left pixel row of each tile */
+        assert_memory_equal(g + ((size_t)(2 + i * 34) * gw + 2) * 3, three + (size_t)i * h * w * 3, w * 3);
+    free(g);
+}
+
+/* ---------------------------------------------------------------- other PNG flavours */
+
+/* Write a PNG with libpng's simplified API in the given format. */
+static void write_with_libpng(const char *path, const void *pixels, int h, int w, png_uint_32 format,
+                              const void *colormap, int n_colors) {
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    im.width = (png_uint_32)w;
+    im.height = (png_uint_32)h;
+    im.format = format;
+    im.colormap_entries = (png_uint_32)n_colors;
+    if (!png_image_write_to_file(&im, path, 0, pixels, 0, colormap)) fail_msg("libpng: %s", im.message);
+}
+
+static void test_read_flavours(void **state) {
+    (void)state;
+    enum { H = 4, W = 5, N = H * W };
+    unsigned char g8[N], out1[N], out3[3 * N];
+    fill(g8, N, 3);
+    Err e = {{0}};
+    /* gray + alpha (opaque): the gray values; as RGB: replicated */
+    unsigned char ga[2 * N];
+    for (int i = 0; i < N; i++) { ga[2 * i] = g8[i]; ga[2 * i + 1] = 255; }
+    const char *p = in_dir("ga.png");
+    write_with_libpng(p, ga, H, W, PNG_FORMAT_GA, NULL, 0);
+    if (image_read_png(p, out1, H, W, 1, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(out1, g8, N);
+    if (image_read_png(p, out3, H, W, 3, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 3; k++) assert_int_equal(out3[3 * i + k], g8[i]);
+    /* 16-bit gray: v * 257 reads back as v */
+    png_uint_16 g16[N];
+    for (int i = 0; i < N; i++) g16[i] = (png_uint_16)(g8[i] * 257);
+    p = in_dir("g16.png");
+    write_with_libpng(p, g16, H, W, PNG_FORMAT_LINEAR_Y, NULL, 0);
+    if (image_read_png(p, out1, H, W, 1, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(out1, g8, N);
+    /* palette */
+    unsigned char cmap[4 * 3] = {0, 0, 0, 255, 0, 0, 10, 200, 30, 255, 255, 255}, idx[N];
+    for (int i = 0; i < N; i++) idx[i] = (unsigned char)(i % 4);
+    p = in_dir("pal.png");
+    write_with_libpng(p, idx, H, W, PNG_FORMAT_RGB_COLORMAP, cmap, 4);
+    if (image_read_png(p, out3, H, W, 3, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < N; i++) assert_memory_equal(out3 + 3 * i, cmap + 3 * idx[i], 3);
+    /* RGBA: alpha composited on black */
+    unsigned char rgba[4 * N];
+    for (int i = 0; i < N; i++) {
+        rgba[4 * i] = 200; rgba[4 * i + 1] = 100; rgba[4 * i + 2] = 50;
+        rgba[4 * i + 3] = (unsigned char)(i % 3 == 0 ? 0 : i % 3 == 1 ? 255 : 128);
+    }
+    p = in_dir("rgba.png");
+    write_with_libpng(p, rgba, H, W, PNG_FORMAT_RGBA, NULL, 0);
+    if (image_read_png(p, out3, H, W, 3, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < N; i++) {
+        int a = rgba[4 * i + 3];
+        for (int k = 0; k < 3; k++) assert_int_equal(out3[3 * i + k], (rgba[4 * i + k] * a + 127) / 255);
+    }
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static void test_read_errors(void **state) {
+    (void)state;
+    unsigned char img[28 * 28], big[30 * 30];
+    fill(big, sizeof big, 5);
+    Err e = {{0}};
+    /* not a PNG: text, and a file shorter than the signature */
+    const char *p = in_dir("notes.txt");
+    write_bytes(p, "hello, this is not a PNG at all\n", 32);
+    assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
+    assert_error(&e, p, "not a PNG file");
+    write_bytes(p, "\x89PNG", 4);
+    assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
+    assert_error(&e, p, "not a PNG file");
+    /* missing file */
+    p = in_dir("missing.png");
+    assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
+    assert_error(&e, p, "No such file");
+    /* wrong size */
+    p = in_dir("big.png");
+    if (image_write_png(p, big, 30, 30, 1, &e)) fail_msg("%s", e.msg);
+    assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
+    assert_error(&e, p, "image is 30x30, the model needs 28x28");
+    /* truncated at several points, and a flipped byte in the pixel data */
+    size_t len;
+    unsigned char *data = read_file(p, &len, &e);
+    assert_non_null(data);
+    const char *t = in_dir("trunc.png");
+    size_t cuts[] = {8, 20, 40, len / 2, len - 13, len - 1};
+    for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+        write_bytes(t, data, cuts[i]);
+        assert_int_not_equal(image_read_png(t, big, 30, 30, 1, &e), 0);
+        assert_error(&e, t, "corrupt PNG: ");
+    }
+    data[len / 2] ^= 0x55;
+    write_bytes(t, data, len);
+    assert_int_not_equal(image_read_png(t, big, 30, 30, 1, &e), 0);
+    assert_error(&e, t, "corrupt PNG: ");
+    free(data);
+}
+
+static void test_write_errors_leave_nothing(void **state) {
+    (void)state;
+    unsigned char img[28 * 28] = {0};
+    Err e = {{0}};
+    const char *p = "/nonexistent-dir/x.png";
+    assert_int_not_equal(image_write_grid(p, img, 1, 28, 28, 1, 0, &e), 0);
+    assert_error(&e, p, "");
+    /* the target is a directory: the temp file is written, the rename fails, the temp file goes */
+    p = in_dir("adir");
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_not_equal(image_write_png(p, img, 28, 28, 1, &e), 0);
+    assert_error(&e, p, "");
+    int n_temp;
+    assert_int_equal(dir_entries(&n_temp), 1);   /* only adir */
+    assert_int_equal(n_temp, 0);
+    /* a successful write replaces the old file and leaves only it */
+    p = in_dir("out.png");
+    if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    img[0] = 77;
+    if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    unsigned char back[28 * 28];
+    if (image_read_png(p, back, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(back[0], 77);
+    assert_int_equal(dir_entries(&n_temp), 2);
+    assert_int_equal(n_temp, 0);
+    /* invalid arguments */
+    assert_int_not_equal(image_write_grid(p, img, 0, 28, 28, 1, 0, &e), 0);
+    assert_int_not_equal(image_write_png(p, img, 28, 28, 2, &e), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grid_size),
+        cmocka_unit_test_setup_teardown(test_grid_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rgb_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_flavours, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_errors_leave_nothing, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
