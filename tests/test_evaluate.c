@@ -1,0 +1,62 @@
+/* Bits/dim of real MNIST test images under the tiny fixture models: the parallel form, the
+ * step form (teacher forcing) and the PyTorch reference (float64) agree to 1e-4. */
+#include "testutil.h"
+
+#include <math.h>
+
+#include "dataset.h"
+#include "evaluate.h"
+#include "model.h"
+#include "safetensors.h"
+
+static void check(const char *name) {
+    char path[256];
+    Err e;
+    Model m;
+    SafeTensors g;
+    snprintf(path, sizeof path, FIXTURE("%s.bin"), name);
+    if (model_load(&m, path, &e)) fail_msg("%s", e.msg);
+    snprintf(path, sizeof path, FIXTURE("%s.golden"), name);
+    if (st_open(&g, path, &e)) fail_msg("%s", e.msg);
+    const StTensor *ref = st_find(&g, "eval_bpd");
+    assert_non_null(ref);
+    int n = (int)ref->shape[0];
+    float want[16];
+    assert_true(n <= 16);
+    st_to_f32(ref, want);
+
+    Dataset ds;
+    if (dataset_load(&ds, test_data_dir(), "mnist", "test", n, &e)) fail_msg("%s", e.msg);
+    double par[16], rnn[16];
+    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 3, 0, par, NULL, &e), 0);   /* batch 3: a partial batch too */
+    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 2, 1, rnn, NULL, &e), 0);
+    for (int i = 0; i < n; i++) {
+        printf("%s image %d: torch %.6f parallel %.6f rnn %.6f\n", name, i, want[i], par[i], rnn[i]);
+        assert_true(fabs(par[i] - want[i]) <= 1e-4);
+        assert_true(fabs(rnn[i] - want[i]) <= 1e-4);
+        assert_true(fabs(par[i] - rnn[i]) <= 1e-4);
+    }
+    dataset_free(&ds);
+    st_close(&g);
+    model_free(&m);
+}
+
+static void test_linear(void **st) { (void)st; check("tiny-linear-mnist"); }
+static void test_softmax(void **st) { (void)st; check("tiny-softmax-mnist"); }
+
+static void test_mean_and_stderr(void **st) {
+    (void)st;
+    double v[] = {1, 2, 3, 4}, mean, se;
+    mean_and_stderr(v, 4, &mean, &se);
+    assert_true(fabs(mean - 2.5) < 1e-12);
+    assert_true(fabs(se - sqrt((2.25 + 0.25 + 0.25 + 2.25) / 3 / 4)) < 1e-12);   /* sample std / sqrt(n) */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_mean_and_stderr),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
