@@ -13,7 +13,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all run test test-c test-py test-cli asan bench fixtures clean
+.PHONY: all deps run test test-c test-py test-cli asan bench fixtures clean
 all: lingen
 
 lingen: $(OBJ)
@@ -28,11 +28,17 @@ $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(LIBOBJ) | $(BUILD)
 $(BUILD):
 	mkdir -p $(BUILD)
 
+# The Debian packages (installed only if missing).
+deps:
+	@bash scripts/install-deps.sh
+
 # The main job: sample 16 digits with the shipped MNIST model.
-run: lingen
+run: deps
+	$(MAKE) lingen
 	./lingen sample -n 16 -o samples.png
 
-test: test-c test-py test-cli
+test: deps
+	$(MAKE) test-c test-py test-cli asan
 
 test-c: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
@@ -54,3 +60,59 @@ fixtures:
 
 clean:
 	rm -rf build build-asan lingen
+
+# ---------------------------------------------------------------- fuzzing (fuzz/README.md)
+# libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into
+# build-fuzz/. `make fuzz` runs each in turn for FUZZ_SECONDS, from the seeds in
+# fuzz/corpus/<target> (read only) into build-fuzz/corpus/<target> (what it finds).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_ARGS    ?=
+FUZZ_TARGETS := model dataset png args
+FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
+                -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
+# Only the parsers and what they need: the fuzzers do not depend on the engine's files.
+FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util safetensors model dataset image args)
+# Per target: largest input, and options (args prints usage and errors: keep them quiet).
+FUZZ_OPT_model   := -max_len=16384 -dict=fuzz/model.dict
+FUZZ_OPT_dataset := -max_len=16384
+FUZZ_OPT_png     := -max_len=8192 -dict=fuzz/png.dict
+FUZZ_OPT_args    := -max_len=512 -close_fd_mask=3
+
+.PHONY: fuzz fuzz-build fuzz-regress valgrind
+.SECONDARY: $(FUZZ_OBJ)   # keep the objects between builds
+build-fuzz/%.o: src/%.c $(wildcard src/*.h) | build-fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build-fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -lcjson -lpng -lz -lm
+
+build-fuzz:
+	mkdir -p build-fuzz
+
+fuzz-build: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+
+# One target at a time, at the lowest priority. Longer: make fuzz FUZZ_SECONDS=600;
+# one target: make fuzz FUZZ_TARGETS=png; more libFuzzer flags: FUZZ_ARGS=-runs=1000000.
+fuzz_run = echo "== fuzz_$(1) for $(FUZZ_SECONDS) s"; \
+  mkdir -p build-fuzz/corpus/$(1) build-fuzz/artifacts; \
+  nice -n 19 build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+    -artifact_prefix=build-fuzz/artifacts/$(1)- $(FUZZ_OPT_$(1)) $(FUZZ_ARGS) build-fuzz/corpus/$(1) fuzz/corpus/$(1)
+fuzz: fuzz-build
+	@set -e; $(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t));)
+
+# The seeds and every saved crash input (fuzz/regressions/<target>-*), each run once.
+fuzz-regress: fuzz-build
+	@set -e; $(foreach t,$(FUZZ_TARGETS),echo "== fuzz_$(t): seeds and regressions"; \
+	  build-fuzz/fuzz_$(t) $(wildcard fuzz/corpus/$(t)/* fuzz/regressions/$(t)-*) \
+	    > build-fuzz/regress-$(t).log 2>&1 || { tail -30 build-fuzz/regress-$(t).log; exit 1; };)
+
+# ---------------------------------------------------------------- valgrind
+# memcheck on a short sample, eval and info: any error or definite/indirect leak fails.
+# One thread: OpenBLAS's thread pool only adds noise (its buffers are "possibly lost").
+VALGRIND := OPENBLAS_NUM_THREADS=1 valgrind -q --error-exitcode=1 --leak-check=full \
+            --errors-for-leak-kinds=definite,indirect
+valgrind: lingen | $(BUILD)
+	$(VALGRIND) ./lingen sample --model tests/fixtures/tiny-linear-mnist.bin -n 2 --threads 1 -o $(BUILD)/valgrind.png
+	$(VALGRIND) ./lingen eval bits-per-dim --model tests/fixtures/tiny-linear-mnist.bin --limit 2 --threads 1
+	$(VALGRIND) ./lingen info

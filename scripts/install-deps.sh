@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install the Debian packages lingen needs to build, run and test, if any is missing.
+set -euo pipefail
+PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev zlib1g-dev libstb-dev libcmocka-dev
+      python3 python3-torch python3-numpy python3-matplotlib"
+missing=()
+for p in $PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}" >&2
+SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
