@@ -20,17 +20,19 @@ size_t linear_attention_scratch(const Config *c, int T) {
 /* The RNN step (paper eq. 16-20):
  *     S_i = S_i-1 + phi(k_i) v_i^T,   z_i = z_i-1 + phi(k_i),
  *     out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps).   */
-static void step(int D, float *S, float *z, const float *q, const float *k, const float *v, float *out) {
+static void step(int D, float *restrict S, float *restrict z, const float *restrict q,
+                 const float *restrict k, const float *restrict v, float *restrict out) {
     float pq[D], pk[D];   /* D is the head width: small */
     for (int a = 0; a < D; a++) { pq[a] = phi(q[a]); pk[a] = phi(k[a]); }
     float den = 0;
     for (int a = 0; a < D; a++) { z[a] += pk[a]; den += pq[a] * z[a]; }
     for (int e = 0; e < D; e++) out[e] = 0;
-    for (int a = 0; a < D; a++) {
-        float *Sa = S + a * D;
+    for (int a = 0; a < D; a++) {   /* row a of S: update, then read out (one pass over S) */
+        float *restrict Sa = S + a * D;
+        float ka = pk[a], qa = pq[a];
         for (int e = 0; e < D; e++) {
-            Sa[e] += pk[a] * v[e];
-            out[e] += pq[a] * Sa[e];
+            Sa[e] += ka * v[e];
+            out[e] += qa * Sa[e];
         }
     }
     float inv = 1.0f / (den + LINEAR_EPS);

@@ -24,13 +24,15 @@ typedef struct {
     int seq_len;       /* height * width * channels */
 } Config;
 
+/* Linear weights are held transposed, [in, out] (the file has PyTorch's [out, in]), so that
+ * y = x W^T + b is the row-major product x Wt + b. */
 typedef struct {
-    float *qkv_w, *qkv_b;      /* [3d, d], [3d]: rows all q, then all k, then all v */
+    float *qkv_w, *qkv_b;      /* [d, 3d], [3d]: columns all q, then all k, then all v */
     float *out_w, *out_b;      /* [d, d], [d] */
     float *norm1_w, *norm1_b;  /* [d] */
     float *norm2_w, *norm2_b;  /* [d] */
-    float *ff1_w, *ff1_b;      /* [d_ff, d], [d_ff] */
-    float *ff2_w, *ff2_b;      /* [d, d_ff], [d] */
+    float *ff1_w, *ff1_b;      /* [d, d_ff], [d_ff] */
+    float *ff2_w, *ff2_b;      /* [d_ff, d], [d] */
 } LayerWeights;
 
 typedef struct {
@@ -38,7 +40,7 @@ typedef struct {
     float *emb;                /* [257, d/2] */
     LayerWeights *layers;      /* [n_layers] */
     float *norm_w, *norm_b;    /* [d] */
-    float *head_w, *head_b;    /* [3M, d], [3M] */
+    float *head_w, *head_b;    /* [d, 3M], [3M] (transposed, like the layers') */
     float *arena;              /* all weights, one allocation */
     size_t n_params;
     int n_meta;                /* metadata, all strings */
@@ -47,6 +49,9 @@ typedef struct {
 
 /* Load and validate a model file; on error a one-line message naming the file and the problem. */
 int model_load(Model *m, const char *path, Err *e);
+/* The same from a file already in memory (fuzzing, tests); takes buf, as st_parse does.
+ * name stands for the file in error messages. */
+int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *name, Err *e);
 void model_free(Model *m);
 const char *model_meta(const Model *m, const char *key);   /* NULL if absent */
 

@@ -73,11 +73,11 @@ void runstate_reset(RunState *s, const Config *c) {
     s->n_pos = 0;
 }
 
-/* out[rows, n_out] = in[rows, n_in] W^T + b, W stored [n_out, n_in] (PyTorch's Linear). */
-static void linear(float *out, const float *in, const float *W, const float *b, int rows, int n_in, int n_out) {
+/* out[rows, n_out] = in[rows, n_in] W^T + b, with Wt = W^T held as [n_in, n_out] (model.h). */
+static void linear(float *out, const float *in, const float *Wt, const float *b, int rows, int n_in, int n_out) {
     for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out, b, n_out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n_out, n_in,
-                1.0f, in, n_in, W, n_in, 1.0f, out, n_out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n_out, n_in,
+                1.0f, in, n_in, Wt, n_out, 1.0f, out, n_out);
 }
 
 static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {

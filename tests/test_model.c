@@ -11,6 +11,12 @@
 #include "model.h"
 #include "safetensors.h"
 
+/* Where element `idx` of a file tensor [rows, cols] is held in memory: Linear weights
+ * (cols > 0) are kept transposed, [cols, rows] (model.h); everything else as in the file. */
+static size_t held_at(size_t idx, size_t rows, size_t cols) {
+    return cols ? (idx % cols) * rows + idx / cols : idx;
+}
+
 static char tmpdir[64];   /* made by the group setup, removed by its teardown */
 
 static int group_setup(void **state) {
@@ -379,24 +385,26 @@ static void test_fixture_values(void **state) {
     assert_non_null(model_meta(&m, "fixture"));   /* provenance is kept */
     assert_null(model_meta(&m, "no-such-key"));
 
-    /* first, last and a middle element of several tensors, bit for bit */
-    struct { const char *name; const float *w; size_t n; } ts[] = {
-        {"emb.weight", m.emb, 257 * 16},
-        {"layers.0.attn.qkv.weight", m.layers[0].qkv_w, 96 * 32},
-        {"layers.0.attn.qkv.bias", m.layers[0].qkv_b, 96},
-        {"layers.1.attn.out.weight", m.layers[1].out_w, 32 * 32},
-        {"layers.1.norm2.weight", m.layers[1].norm2_w, 32},
-        {"layers.1.ff2.weight", m.layers[1].ff2_w, 32 * 64},
-        {"layers.1.ff2.bias", m.layers[1].ff2_b, 32},
-        {"norm.bias", m.norm_b, 32},
-        {"head.weight", m.head_w, 9 * 32},
-        {"head.bias", m.head_b, 9},
+    /* first, last and a middle element of several tensors, bit for bit; Linear weights
+     * (cols > 0) are held transposed in memory */
+    struct { const char *name; const float *w; size_t rows, cols; } ts[] = {
+        {"emb.weight", m.emb, 257 * 16, 0},
+        {"layers.0.attn.qkv.weight", m.layers[0].qkv_w, 96, 32},
+        {"layers.0.attn.qkv.bias", m.layers[0].qkv_b, 96, 0},
+        {"layers.1.attn.out.weight", m.layers[1].out_w, 32, 32},
+        {"layers.1.norm2.weight", m.layers[1].norm2_w, 32, 0},
+        {"layers.1.ff2.weight", m.layers[1].ff2_w, 32, 64},
+        {"layers.1.ff2.bias", m.layers[1].ff2_b, 32, 0},
+        {"norm.bias", m.norm_b, 32, 0},
+        {"head.weight", m.head_w, 9, 32},
+        {"head.bias", m.head_b, 9, 0},
     };
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
-        size_t idx[3] = {0, ts[k].n / 2 + 1, ts[k].n - 1};
+        size_t n = ts[k].rows * (ts[k].cols ? ts[k].cols : 1);
+        size_t idx[3] = {0, n / 2 + 1, n - 1};
         for (int j = 0; j < 3; j++) {
             float want = raw_f32(path, ts[k].name, idx[j]);
-            assert_memory_equal(&ts[k].w[idx[j]], &want, sizeof want);
+            assert_memory_equal(&ts[k].w[held_at(idx[j], ts[k].rows, ts[k].cols)], &want, sizeof want);
         }
     }
     /* the arena is one block in the order of the file format's list */
@@ -568,9 +576,12 @@ static void check_tiny(const char *dt) {
     tiny_tensors(names, shapes);
     for (k = 0; k < T_N; k++) {
         size_t numel = (size_t)(shapes[k][0] * (shapes[k][1] ? shapes[k][1] : 1));
-        for (size_t j = 0; j < numel; j++)
-            if (w[k][j] != tiny_value(dt, k, j))
-                fail_msg("%s %s[%zu] = %.9g, expected %.9g", dt, names[k], j, w[k][j], tiny_value(dt, k, j));
+        size_t cols = k == 0 ? 0 : (size_t)shapes[k][1];   /* every 2-D tensor but emb is a Linear weight */
+        for (size_t j = 0; j < numel; j++) {
+            float got = w[k][held_at(j, (size_t)shapes[k][0], cols)];
+            if (got != tiny_value(dt, k, j))
+                fail_msg("%s %s[%zu] = %.9g, expected %.9g", dt, names[k], j, got, tiny_value(dt, k, j));
+        }
     }
     model_free(&m);
 }
