@@ -62,7 +62,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for training")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: budget only)")
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--wd", type=float, default=0.01)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying")
