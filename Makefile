@@ -73,6 +73,8 @@ FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
 FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util safetensors model dataset image args)
+# A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
+FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).
 FUZZ_OPT_model   := -max_len=16384 -dict=fuzz/model.dict
 FUZZ_OPT_dataset := -max_len=16384
@@ -96,7 +98,7 @@ fuzz-build: $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 # one target: make fuzz FUZZ_TARGETS=png; more libFuzzer flags: FUZZ_ARGS=-runs=1000000.
 fuzz_run = echo "== fuzz_$(1) for $(FUZZ_SECONDS) s"; \
   mkdir -p build-fuzz/corpus/$(1) build-fuzz/artifacts; \
-  nice -n 19 build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+  nice -n 19 build-fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_LIMITS) -print_final_stats=1 \
     -artifact_prefix=build-fuzz/artifacts/$(1)- $(FUZZ_OPT_$(1)) $(FUZZ_ARGS) build-fuzz/corpus/$(1) fuzz/corpus/$(1)
 fuzz: fuzz-build
 	@set -e; $(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t));)
@@ -104,15 +106,16 @@ fuzz: fuzz-build
 # The seeds and every saved crash input (fuzz/regressions/<target>-*), each run once.
 fuzz-regress: fuzz-build
 	@set -e; $(foreach t,$(FUZZ_TARGETS),echo "== fuzz_$(t): seeds and regressions"; \
-	  build-fuzz/fuzz_$(t) $(wildcard fuzz/corpus/$(t)/* fuzz/regressions/$(t)-*) \
+	  build-fuzz/fuzz_$(t) $(FUZZ_LIMITS) $(wildcard fuzz/corpus/$(t)/* fuzz/regressions/$(t)-*) \
 	    > build-fuzz/regress-$(t).log 2>&1 || { tail -30 build-fuzz/regress-$(t).log; exit 1; };)
 
 # ---------------------------------------------------------------- valgrind
-# memcheck on a short sample, eval and info: any error or definite/indirect leak fails.
+# memcheck on a short sample, eval, complete and info: any error or definite/indirect leak fails.
 # One thread: OpenBLAS's thread pool only adds noise (its buffers are "possibly lost").
 VALGRIND := OPENBLAS_NUM_THREADS=1 valgrind -q --error-exitcode=1 --leak-check=full \
             --errors-for-leak-kinds=definite,indirect
 valgrind: lingen | $(BUILD)
 	$(VALGRIND) ./lingen sample --model tests/fixtures/tiny-linear-mnist.bin -n 2 --threads 1 -o $(BUILD)/valgrind.png
 	$(VALGRIND) ./lingen eval bits-per-dim --model tests/fixtures/tiny-linear-mnist.bin --limit 2 --threads 1
+	$(VALGRIND) ./lingen complete --model tests/fixtures/tiny-linear-mnist.bin --index 0-1 --samples 2 --threads 1 -o $(BUILD)/valgrind.png
 	$(VALGRIND) ./lingen info

@@ -42,6 +42,15 @@ static int set_value(const Opt *o, const char *v, const char *cmd) {
     return 0;
 }
 
+static int add_pos(const char *a, const char *cmd, const char **pos, int max_pos, int *n_pos) {
+    if (!n_pos || *n_pos >= max_pos) {
+        fprintf(stderr, "lingen %s: unexpected argument '%s' (see lingen %s --help)\n", cmd, a, cmd);
+        return 2;
+    }
+    pos[(*n_pos)++] = a;
+    return 0;
+}
+
 int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, const char *cmd,
                const char *summary, const char **pos, int max_pos, int *n_pos) {
     if (n_pos) *n_pos = 0;
@@ -49,11 +58,7 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { args_usage(opts, n_opts, cmd, summary); return -1; }
         if (a[0] != '-' || a[1] == 0) {
-            if (!n_pos || *n_pos >= max_pos) {
-                fprintf(stderr, "lingen %s: unexpected argument '%s' (see lingen %s --help)\n", cmd, a, cmd);
-                return 2;
-            }
-            pos[(*n_pos)++] = a;
+            if (add_pos(a, cmd, pos, max_pos, n_pos)) return 2;
             continue;
         }
         const Opt *o = NULL;
@@ -81,7 +86,7 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
             if (i + 1 >= argc) { fprintf(stderr, "lingen %s: %s needs a value\n", cmd, a); return 2; }
             val = argv[++i];
         }
-        if (set_value(o, val, cmd)) return 2;
+        if (o->kind == OPT_POS ? add_pos(val, cmd, pos, max_pos, n_pos) : set_value(o, val, cmd)) return 2;
     }
     return 0;
 }

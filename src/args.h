@@ -3,13 +3,14 @@
 #ifndef LINGEN_ARGS_H
 #define LINGEN_ARGS_H
 
-typedef enum { OPT_STR, OPT_INT, OPT_FLAG, OPT_DOUBLE } OptKind;
+/* OPT_POS: a repeatable option whose values join the positional arguments (--image F is F). */
+typedef enum { OPT_STR, OPT_INT, OPT_FLAG, OPT_DOUBLE, OPT_POS } OptKind;
 
 typedef struct {
     const char *name;      /* long name without dashes, e.g. "model" */
     char short_name;       /* e.g. 'n', or 0 */
     OptKind kind;
-    void *dst;             /* const char **, long *, int *, double * */
+    void *dst;             /* const char **, long *, int *, double * (OPT_POS: unused) */
     const char *metavar;   /* e.g. "FILE" */
     const char *help;
     long min, max;         /* OPT_INT range */

@@ -1,4 +1,4 @@
-/* What the subcommands share: finding and loading the model, threads. */
+/* What the subcommands share: finding and loading the model and the dataset, threads. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +28,23 @@ int cli_load_model(Model *m, const char *path) {
     if (model_load(m, path, &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
+}
+
+int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,
+                     int limit) {
+    const Config *c = &m->cfg;
+    Err e;
+    if (dataset_load(ds, dataset_root(data), c->dataset, split, limit, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        return -1;
+    }
+    if (ds->height * ds->width * ds->channels != c->seq_len) {
+        fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
+                ds->height, ds->width, ds->channels, model_path, c->height, c->width, c->channels);
+        dataset_free(ds);
+        return -1;
+    }
+    return 0;
 }
 
 void cli_set_threads(long threads) {

@@ -56,15 +56,7 @@ int cmd_eval(int argc, char **argv) {
 
     Err e;
     Dataset ds;
-    if (dataset_load(&ds, dataset_root(data), c->dataset, split, (int)limit, &e)) {
-        fprintf(stderr, "lingen: %s\n", e.msg);
-        model_free(&m);
-        return 1;
-    }
-    if (ds.height * ds.width * ds.channels != c->seq_len) {
-        fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
-                ds.height, ds.width, ds.channels, path, c->height, c->width, c->channels);
-        dataset_free(&ds);
+    if (cli_load_dataset(&ds, &m, path, data, split, (int)limit)) {
         model_free(&m);
         return 1;
     }

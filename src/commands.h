@@ -1,16 +1,24 @@
 /* The subcommands (one file each) and what they share. */
 #ifndef LINGEN_COMMANDS_H
 #define LINGEN_COMMANDS_H
+#include "dataset.h"
 #include "model.h"
 
 int cmd_sample(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_complete(int argc, char **argv);
 
 /* The model path: the flag, else models/mnist.bin here, else beside the executable. */
 const char *cli_model_path(const char *flag, const char *dflt);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, const char *path);
+/* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked
+ * against the model's image shape (limit > 0: the first limit images). Prints "lingen: <problem>"
+ * and returns -1 on failure. */
+int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,
+                     int limit);
 /* Threads for OpenBLAS (0: every core). */
 void cli_set_threads(long threads);
 #endif

@@ -142,6 +142,12 @@ static int png_decode(PngRead *r, unsigned want_w, unsigned want_h) {
         return -1;
     }
     png_set_read_fn(png, r, png_read_mem);
+    /* Skip every ancillary chunk but tRNS unread: libpng buffers a text or palette chunk
+     * whole before checking it, so a 60-byte file claiming a 1 GB sPLT made it malloc 1 GB. */
+    static const png_byte skip[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0"
+                                   "sBIT\0sCAL\0sPLT\0sRGB\0sTER\0tEXt\0tIME\0zTXt";
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, 0);   /* unknown chunks too */
+    png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, skip, (int)(sizeof skip / 5));
     png_read_info(png, info);
     r->width = png_get_image_width(png, info);
     r->height = png_get_image_height(png, info);
@@ -175,13 +181,17 @@ int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, E
     size_t len;
     unsigned char *data = read_file(path, &len, e);
     if (!data) return -1;
-    if (len < 8 || png_sig_cmp(data, 0, 8)) {
-        free(data);
-        return err_set(e, "%s: not a PNG file", path);
-    }
+    int rc = image_decode_png(data, len, path, img, h, w, ch, e);
+    free(data);
+    return rc;
+}
+
+int image_decode_png(const unsigned char *data, size_t len, const char *path, unsigned char *img,
+                     int h, int w, int ch, Err *e) {
+    if (ch != 1 && ch != 3) return err_set(e, "%s: cannot read as %d channels", path, ch);
+    if (len < 8 || png_sig_cmp(data, 0, 8)) return err_set(e, "%s: not a PNG file", path);
     PngRead r = {.data = data, .len = len};
     int rc = png_decode(&r, (unsigned)w, (unsigned)h);
-    free(data);
     if (rc == 0) {
         /* alpha composited on black (MNIST-style background); gray as luminance with the ITU-R
          * 601 weights in 16-bit fixed point, as PIL's convert("L") does: exact for gray input */

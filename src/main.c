@@ -6,7 +6,9 @@
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } COMMANDS[] = {
     {"sample", cmd_sample, "generate images (RNN mode for linear models, KV cache for softmax)"},
+    {"complete", cmd_complete, "finish partly hidden images: keep the top rows, sample the rest"},
     {"eval", cmd_eval, "bits per dimension on the test set (parallel or step form)"},
+    {"compare", cmd_compare, "linear (RNN mode) against softmax: bits/dim, images/s, memory (--softmax)"},
     {"info", cmd_info, "show a model's configuration, size and per-image memory"},
 };
 #define N_COMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])

@@ -94,5 +94,99 @@ contains "SIGINT says what it wrote" "interrupted: wrote the"
 [ -f "$T/int/grid.png" ] && ok "SIGINT wrote the finished images" || bad "SIGINT: no grid"
 [ "$(ls "$T/int" | wc -l)" = 1 ] && ok "SIGINT left no temp files" || bad "SIGINT left: $(ls "$T/int")"
 
+# compare: the table, --json, --plot on the tiny fixtures ($LINGEN_DATA for the test images)
+CMP="--softmax --model $F/tiny-linear-mnist.bin --softmax-model $F/tiny-softmax-mnist.bin --limit 2 -n 2"
+expect 0 "compare --help" $L compare --help
+contains "compare --help shows usage" "usage: lingen compare"
+expect 0 "compare on tiny models, --json, --plot" $L compare $CMP --json "$T/cmp.json" --plot "$T/cmp.png"
+for r in "1 linear, RNN mode" "2 softmax, KV cache" "3 softmax, recomputing the prefix" "4 linear, recomputing the prefix"; do
+  contains "compare table has row '$r'" "^$r"
+done
+contains "compare prints the paper's figures" "0.621 bits/dim, 0.45 images/s"
+contains "compare prints the sgemm ceiling" "sgemm ceiling"
+contains "compare says how rows 3-4 were extrapolated" "trapezoid rule"
+python3 - "$T/cmp.json" <<'PY' && ok "compare --json: 4 rows with latencies" || bad "compare --json shape"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert [r["key"] for r in c["rows"]] == ["linear_rnn", "softmax_kv_cache", "softmax_recompute", "linear_recompute"]
+for r in c["rows"]:
+    assert r["images_per_s"] > 0 and r["peak_rss_bytes"] > 0 and r["bits_per_dim"] > 0
+    assert len(r["latency"]["positions"]) == len(r["latency"]["seconds"]) == (12 if r["extrapolated"] else 784)
+assert c["sgemm"]["gflops"] > 0 and c["paper"]["linear"]["images_per_s"] == 142.8
+PY
+[ "$(head -c 8 "$T/cmp.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && ok "compare --plot writes a PNG" || bad "compare --plot: no PNG"
+expect 0 "compare --plot without --json" $L compare $CMP --plot "$T/cmp2.png"
+[ -s "$T/cmp2.png" ] && ok "compare --plot alone writes the PNG" || bad "compare --plot alone: no PNG"
+expect 2 "compare without --softmax" $L compare --model $F/tiny-linear-mnist.bin
+expect 2 "compare with an unknown option" $L compare --softmax --bogus
+expect 2 "compare -n 0" $L compare $CMP -n 0
+expect 2 "compare --dataset unknown" $L compare --softmax --dataset svhn
+expect 1 "compare with a missing model" $L compare --softmax --model "$T/nope.bin" --softmax-model $F/tiny-softmax-mnist.bin
+contains "compare missing model: names it" "$T/nope.bin"
+expect 1 "compare with the models swapped" $L compare --softmax --model $F/tiny-softmax-mnist.bin --softmax-model $F/tiny-linear-mnist.bin
+contains "compare swapped models: says why" "needs a linear-attention model"
+expect 1 "compare with models of other images" $L compare --softmax --model $F/tiny-linear-mnist.bin --softmax-model $F/tiny-softmax-cifar.bin
+expect 1 "compare --plot without matplotlib" env PYTHON=/nonexistent/python3 $L compare $CMP --plot "$T/cmp3.png"
+contains "compare --plot without python: says so" "needs python3 with matplotlib"
+expect 1 "compare --json unwritable" $L compare $CMP --json /nonexistent-dir/c.json
+contains "compare --json unwritable: names the path" "/nonexistent-dir/c.json"
+
+# complete: test images by index and PNG files; the grid has a row per input of K + 2 tiles
+# (original, occluded, K completions), 30 pixels a tile (28 + the 2-pixel border), 34 for CIFAR
+CM=$F/tiny-linear-mnist.bin
+expect 0 "complete --help" $L complete --help
+contains "complete --help shows usage" "usage: lingen complete"
+expect 2 "complete with an unknown option" $L complete --bogus
+D=${LINGEN_DATA:-data}
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  mkdir "$T/cdir"
+  expect 0 "complete test digits 0-1,7, 2 samples each" $L complete --model $CM --index 0-1,7 --samples 2 -o "$T/cdir/g.png"
+  contains "complete reports images/s" "images/s"
+  [ "$(png_size "$T/cdir/g.png")" = "122 92" ] && ok "complete grid: 3 rows of 4 tiles" || bad "complete grid size $(png_size "$T/cdir/g.png")"
+  [ "$(ls "$T/cdir")" = g.png ] && ok "complete left no temp files" || bad "complete left: $(ls "$T/cdir")"
+  expect 0 "complete defaults: test digits 0-9, 4 samples" $L complete --model $CM -o "$T/def.png"
+  [ "$(png_size "$T/def.png")" = "182 302" ] && ok "complete default grid: 10 rows of 6 tiles" || bad "default grid size $(png_size "$T/def.png")"
+  $L complete --model $CM --index 3 --seed 5 -o "$T/s1.png" > /dev/null
+  $L complete --model $CM --index 3 --seed 5 -o "$T/s2.png" > /dev/null
+  $L complete --model $CM --index 3 --seed 6 -o "$T/s3.png" > /dev/null
+  cmp -s "$T/s1.png" "$T/s2.png" && ok "complete: same seed, same grid" || bad "complete: same seed, other grid"
+  cmp -s "$T/s1.png" "$T/s3.png" && bad "complete: another seed, same grid" || ok "complete: another seed, another grid"
+  expect 0 "complete with a softmax model" $L complete --model $F/tiny-softmax-mnist.bin --index 4 --rows 20 -o "$T/sm.png"
+  expect 2 "complete --index past the test set" $L complete --model $CM --index 9998-10000 -o "$T/x.png"
+  contains "out of range: says the range" "index 10000 is out of range 0-9999"
+  expect 2 "complete --index not a list" $L complete --model $CM --index 1-x -o "$T/x.png"
+  contains "bad list: shows the syntax" "such as 0-9, 3 or 0-4,7"
+  expect 2 "complete --index backwards" $L complete --model $CM --index 7-3 -o "$T/x.png"
+  expect 1 "complete --index without the dataset" $L complete --model $CM --index 0 --data "$T/nodata" -o "$T/x.png"
+  contains "no dataset: names the path" "$T/nodata"
+else
+  bad "complete --index tests need the MNIST test set in $D (set LINGEN_DATA)"
+fi
+expect 2 "complete --rows 28 of 28" $L complete --model $CM --rows 28 -o "$T/x.png"
+contains "--rows: says the range" "must be in 1..27"
+expect 2 "complete --rows 0" $L complete --model $CM --rows 0 -o "$T/x.png"
+expect 2 "complete --samples 0" $L complete --model $CM --samples 0 -o "$T/x.png"
+
+# complete PNG files: 28x28 gray and 32x32 RGB ones written by sample, a truncated one, a text one
+$L sample --model $CM -n 2 -o "$T/pm.png" --outdir "$T/pm" > /dev/null
+$L sample --model $F/tiny-linear-cifar.bin -n 1 -o "$T/pc.png" --outdir "$T/pc" > /dev/null
+expect 0 "complete 2 PNGs (argument and --image)" $L complete --model $CM "$T/pm/sample_00000.png" --image "$T/pm/sample_00001.png" --samples 1 -o "$T/p.png"
+[ "$(png_size "$T/p.png")" = "92 62" ] && ok "complete PNGs: 2 rows of 3 tiles" || bad "PNG grid size $(png_size "$T/p.png")"
+expect 0 "complete a CIFAR-shaped RGB PNG" $L complete --model $F/tiny-linear-cifar.bin "$T/pc/sample_00000.png" --samples 2 -o "$T/pc2.png"
+[ "$(png_size "$T/pc2.png")" = "138 36" ] && ok "complete CIFAR grid: 1 row of 4 32x32 tiles" || bad "CIFAR grid size $(png_size "$T/pc2.png")"
+expect 1 "complete a PNG of the wrong size" $L complete --model $CM "$T/pm/sample_00000.png" "$T/pc/sample_00000.png" -o "$T/x.png"
+contains "wrong size: names the file and both sizes" "$T/pc/sample_00000.png: image is 32x32, the model needs 28x28"
+head -c 100 "$T/pm/sample_00000.png" > "$T/cut.png"
+expect 1 "complete a truncated PNG" $L complete --model $CM "$T/cut.png" -o "$T/x.png"
+contains "truncated PNG: names the file" "$T/cut.png: corrupt PNG"
+echo "not an image" > "$T/text.png"
+expect 1 "complete a text file" $L complete --model $CM --image "$T/text.png" -o "$T/x.png"
+contains "text file: not a PNG" "$T/text.png: not a PNG"
+expect 1 "complete a missing PNG" $L complete --model $CM "$T/none.png" -o "$T/x.png"
+contains "missing PNG: names it" "$T/none.png"
+[ -e "$T/x.png" ] && bad "a failed complete wrote its grid" || ok "failed completes wrote nothing"
+expect 1 "complete to an unwritable path" $L complete --model $CM "$T/pm/sample_00000.png" -o /nonexistent-dir/x.png
+contains "unwritable: names the path" "/nonexistent-dir/x.png"
+
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -4,9 +4,12 @@
 
 #include <dirent.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <png.h>
+#include <zlib.h>
 #include "image.h"
 
 static char dir[256];          /* a fresh temp directory per test */
@@ -260,6 +263,77 @@ static void test_read_errors(void **state) {
     free(data);
 }
 
+/* ---------------------------------------------------------------- hostile chunks (fuzz_png) */
+
+/* A PNG chunk (length, type, data, CRC) inserted into png at offset at; returns the new length. */
+static size_t insert_chunk(unsigned char *png, size_t len, size_t at, const char *type, uint32_t n_claimed,
+                           const void *data, uint32_t n) {
+    unsigned char c[64];
+    assert_true(n + 12 <= sizeof c);
+    for (int i = 0; i < 4; i++) c[i] = (unsigned char)(n_claimed >> (24 - 8 * i));
+    memcpy(c + 4, type, 4);
+    memcpy(c + 8, data, n);
+    uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), c + 4, 4 + n);
+    for (int i = 0; i < 4; i++) c[8 + n + i] = (unsigned char)(crc >> (24 - 8 * i));
+    memmove(png + at + n + 12, png + at, len - at);
+    memcpy(png + at, c, n + 12);
+    return len + n + 12;
+}
+
+/* Read path as 28x28 gray in a child process; returns the child's peak resident memory in MB. */
+static long read_in_child_mb(const char *path, const char *expect_error) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        unsigned char img[28 * 28];
+        Err e = {{0}};
+        int rc = image_read_png(path, img, 28, 28, 1, &e);
+        _exit(rc != 0 && strstr(e.msg, expect_error) ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    struct rusage ru;   /* the largest child waited for: the only one this test forks */
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+/* A 60-byte PNG claiming a 1 GB sPLT chunk made libpng allocate and clear 1 GB before finding
+ * the file truncated (found by fuzz_png). Ancillary chunks are now skipped unread; the ones a
+ * real file carries must still read fine. */
+static void test_huge_ancillary_chunk(void **state) {
+    (void)state;
+    unsigned char img[28 * 28], back[28 * 28], png[8192], orig[8192];
+    fill(img, sizeof img, 9);
+    Err e = {{0}};
+    const char *p = in_dir("base.png");
+    if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    size_t len;
+    unsigned char *data = read_file(p, &len, &e);
+    assert_non_null(data);
+    assert_true(len + 200 < sizeof png);   /* room for the chunks below */
+    memcpy(orig, data, len);
+    memcpy(png, data, len);
+    free(data);
+    const size_t after_ihdr = 8 + 25;
+    /* ordinary ancillary chunks (text, gamma, a small sPLT, a private one): same pixels */
+    size_t n = insert_chunk(png, len, after_ihdr, "tEXt", 9, "Comment\0x", 9);
+    n = insert_chunk(png, n, after_ihdr, "gAMA", 4, "\0\0\xb1\x8f", 4);
+    n = insert_chunk(png, n, after_ihdr, "sPLT", 10, "pal\0\x08\1\2\3\4\5", 10);
+    n = insert_chunk(png, n, after_ihdr, "prVt", 3, "abc", 3);
+    p = in_dir("chunks.png");
+    write_bytes(p, png, n);
+    if (image_read_png(p, back, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(back, img, sizeof img);
+    /* an sPLT that claims 1 GB: a clear error, and no gigabyte of memory on the way */
+    memcpy(png, orig, len);
+    insert_chunk(png, len, after_ihdr, "sPLT", 1u << 30, "pal\0\x08", 5);
+    p = in_dir("huge-splt.png");
+    write_bytes(p, png, after_ihdr + 17);
+    long mb = read_in_child_mb(p, "corrupt PNG: truncated file");
+    if (mb > 256) fail_msg("reading a 50-byte PNG took %ld MB", mb);
+}
+
 static void test_write_errors_leave_nothing(void **state) {
     (void)state;
     unsigned char img[28 * 28] = {0};
@@ -298,6 +372,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_read_flavours, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_errors_leave_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_huge_ancillary_chunk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -333,6 +333,29 @@ static void test_unedited_copy_loads(void **state) {
     unlink(path);
 }
 
+/* The in-memory loader (fuzz_model's entry point) gives the same model, and names the input
+ * as it is told in its errors. */
+static void test_load_buffer(void **state) {
+    (void)state;
+    Model a, b;
+    Err e;
+    size_t len;
+    if (model_load(&a, FIXTURE("tiny-linear-mnist.bin"), &e)) fail_msg("%s", e.msg);
+    unsigned char *buf = read_file(FIXTURE("tiny-linear-mnist.bin"), &len, &e);
+    assert_non_null(buf);
+    if (model_load_buffer(&b, buf, len, "in memory", &e)) fail_msg("%s", e.msg);
+    assert_int_equal(a.n_params, b.n_params);
+    assert_memory_equal(a.arena, b.arena, a.n_params * sizeof(float));
+    assert_string_equal(model_meta(&a, "dataset"), model_meta(&b, "dataset"));
+    model_free(&a);
+    model_free(&b);
+    buf = read_file(FIXTURE("tiny-linear-mnist.bin"), &len, &e);
+    assert_non_null(buf);
+    assert_int_not_equal(model_load_buffer(&b, buf, len / 2, "half", &e), 0);   /* buf is freed */
+    assert_int_equal(strncmp(e.msg, "half: tensor '", 14), 0);
+    assert_non_null(strstr(e.msg, "past end of data"));
+}
+
 static void test_missing_file(void **state) {
     (void)state;
     expect_load_error(tmp_path("no-such-file.bin"), "No such file");
@@ -731,6 +754,7 @@ int main(void) {
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_unedited_copy_loads),
         cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_load_buffer),
     };
     /* one named test per corruption case */
     enum { N_FIXED = sizeof fixed / sizeof fixed[0], N_CASES = sizeof CASES / sizeof CASES[0] };

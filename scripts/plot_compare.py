@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Draw per-step time against position from `lingen compare --json` output.
+
+usage: plot_compare.py COMPARE.json OUT.png
+       plot_compare.py --check        (exit 0 if matplotlib can be imported)
+
+Rows 1 and 2 (linear RNN mode, softmax with a KV cache) are timed at every position; rows 3 and 4
+(recomputing the prefix) at the sampled positions only, drawn with markers. Log-scale time axis:
+the linear RNN's line is flat, the softmax lines rise with the position. Run by `lingen compare
+--plot`; needs matplotlib (Debian: python3-matplotlib).
+"""
+import json
+import os
+import sys
+import tempfile
+
+STYLE = {  # row key -> (colour, marker)
+    "linear_rnn": ("tab:blue", None),
+    "softmax_kv_cache": ("tab:orange", None),
+    "softmax_recompute": ("tab:red", "o"),
+    "linear_recompute": ("tab:green", "s"),
+}
+
+
+def plot(cmp, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for row in cmp["rows"]:
+        lat = row["latency"]
+        colour, marker = STYLE.get(row["key"], (None, "."))
+        ax.plot(lat["positions"], lat["seconds"], color=colour, marker=marker, markersize=4,
+                linewidth=1.0 if marker is None else 1.5,
+                label=f'{row["row"]}. {row["name"]}' + (" (sampled positions)" if row["extrapolated"] else ""))
+    ax.set_yscale("log")
+    ax.set_xlabel("position (sub-pixel index)")
+    ax.set_ylabel(f'seconds per step, batch of {cmp["batch"]}')
+    ax.set_title(f'lingen compare: {cmp["dataset"]}, N = {cmp["seq_len"]}, {cmp["threads"]} threads')
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    # Write beside the target, then rename: never a half-written PNG.
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(out)))
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def main(argv):
+    check = argv[1:] == ["--check"]
+    if len(argv) != 3 and not check:
+        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
+        return 2
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(f"plot_compare.py: matplotlib is missing for {sys.executable} "
+              "(Debian: apt install python3-matplotlib; or set $PYTHON)", file=sys.stderr)
+        return 1
+    if check:
+        return 0
+    try:
+        with open(argv[1]) as f:
+            cmp = json.load(f)
+        plot(cmp, argv[2])
+    except (OSError, ValueError, KeyError) as e:
+        print(f"plot_compare.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

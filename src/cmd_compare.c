@@ -1,0 +1,393 @@
+/* lingen compare --softmax: linear attention as an RNN against softmax attention, measured in one
+ * run. Each measurement runs in its own forked process so that its peak RSS is its own, and sends
+ * its numbers back through a pipe; the table arithmetic and the JSON are in compare.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "args.h"
+#include "commands.h"
+#include "compare.h"
+#include "dataset.h"
+#include "evaluate.h"
+#include "generate.h"
+#include "reslimits.h"
+#include "transformer.h"
+
+#define RECOMPUTE_POSITIONS 12   /* prefix lengths timed for the recompute rows */
+#define SGEMM_SIZE 1024
+#define SGEMM_SECONDS 0.5        /* at least this long, for a stable GFLOP/s */
+
+/* What a measuring child sends back, followed by n_lat ints (positions) and n_lat doubles. */
+typedef struct {
+    int failed;
+    char msg[512];
+    double value, value_se;     /* images/s, bits/dim (and its standard error) or GFLOP/s */
+    double peak_rss;            /* bytes: the child's VmHWM */
+    int n_lat;
+} Report;
+
+/* A measurement, run in a child with its model loaded; fills r and, for a speed, the latencies. */
+typedef struct Job Job;
+typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e);
+struct Job {
+    JobFn *run;
+    const char *model;              /* loaded in the child; NULL: none */
+    const char *what;               /* progress label */
+    const unsigned char *imgs;      /* test images [n_imgs][N] */
+    int n_imgs, n, batch;
+};
+
+static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+    (void)j; (void)m; (void)pos; (void)sec; (void)e;
+    size_t n = SGEMM_SIZE;
+    float *a = xmalloc(3 * n * n * sizeof(float)), *b = a + n * n, *c = b + n * n;
+    for (size_t i = 0; i < 2 * n * n; i++) a[i] = (float)(i % 7) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);   /* warm-up */
+    int reps = 0;
+    double t0 = now_seconds(), secs;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        reps++;
+    } while ((secs = now_seconds() - t0) < SGEMM_SECONDS || reps < 3);
+    r->value = 2.0 * n * n * n * reps / secs / 1e9;
+    free(a);
+    return 0;
+}
+
+/* Rows 1 and 2: generate() as `lingen sample` runs it, with the time of every position. */
+static int job_generate(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+    int N = m->cfg.seq_len, n_batches = (j->n + j->batch - 1) / j->batch;
+    unsigned char *imgs = try_calloc((size_t)j->n, N, "images", e);
+    if (!imgs) return -1;
+    for (int t = 0; t < N; t++) sec[t] = 0;
+    Progress p;
+    progress_start(&p, j->what, j->n);
+    GenOptions go = {.seed = 1, .batch = j->batch, .step_seconds = sec, .progress = &p};
+    double t0 = now_seconds();
+    int done = generate(m, imgs, j->n, &go, e);
+    double secs = now_seconds() - t0;
+    progress_end(&p);
+    free(imgs);
+    if (done < 0) return -1;
+    for (int t = 0; t < N; t++) { pos[t] = t; sec[t] /= n_batches; }   /* per step of one batch */
+    r->value = done / secs;
+    r->n_lat = N;
+    return 0;
+}
+
+/* Rows 3 and 4: drawing position t without a state or cache means a forward over the whole prefix
+ * (t+1 tokens) for the batch; time it at a few t and sum the interpolation over all N. */
+static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+    const Config *c = &m->cfg;
+    int N = c->seq_len, B = j->batch;
+    RunState s;
+    if (runstate_init(&s, c, B, N, e)) return -1;
+    int *tok = xcalloc((size_t)B * N, sizeof(int));
+    int k = compare_positions(N, RECOMPUTE_POSITIONS, pos);
+    long tokens = 0, done = 0;   /* progress in prefix tokens: the time grows with them */
+    for (int i = 0; i < k; i++) tokens += pos[i] + 1;
+    Progress p;
+    progress_start(&p, j->what, tokens);
+    for (int i = 0; i < k; i++) {
+        int T = pos[i] + 1;
+        for (int b = 0; b < B; b++)   /* test images stand in for samples: the time is the same */
+            for (int t = 0; t < T; t++)
+                tok[b * T + t] = t == 0 ? BOS_TOKEN : j->imgs[(size_t)(b % j->n_imgs) * N + t - 1];
+        runstate_reset(&s, c);
+        double t0 = now_seconds();
+        transformer_forward(m, &s, tok, B, T);
+        sec[i] = now_seconds() - t0;
+        progress_update(&p, done += T);
+    }
+    progress_end(&p);
+    r->value = B / compare_extrapolate(pos, sec, k, N);
+    r->n_lat = k;
+    free(tok);
+    runstate_free(&s);
+    return 0;
+}
+
+static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+    (void)pos; (void)sec;
+    double *per = xcalloc(j->n_imgs, sizeof(double));
+    Progress p;
+    progress_start(&p, j->what, j->n_imgs);
+    int rc = evaluate_bits_per_dim(m, j->imgs, j->n_imgs, j->batch, 0, per, &p, e);
+    progress_end(&p);
+    if (rc == 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);
+    free(per);
+    return rc;
+}
+
+static int write_all(int fd, const void *buf, size_t n) {
+    for (const char *p = buf; n > 0;) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+    for (char *p = buf; n > 0;) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return -1;
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* Peak resident set size of this process in bytes (Linux), NAN if unknown. */
+static double peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = NAN;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* The child's side: load the model, run the job, send the report. Never returns. */
+static void child(const Job *j, int fd, int *pos, double *sec) {
+    Report r = {0};
+    Err e = {""};
+    Model m;
+    int loaded = j->model && model_load(&m, j->model, &e) == 0;
+    if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, &e)) {
+        r.failed = 1;
+        r.n_lat = 0;
+        snprintf(r.msg, sizeof r.msg, "%s", e.msg);
+    }
+    if (loaded) model_free(&m);
+    r.peak_rss = peak_rss();
+    int bad = write_all(fd, &r, sizeof r) || write_all(fd, pos, r.n_lat * sizeof *pos) ||
+              write_all(fd, sec, r.n_lat * sizeof *sec);
+    _exit(bad ? EXIT_FAIL : EXIT_OK);
+}
+
+/* Run j in a forked child; pos and sec (capacity N) receive its latencies. */
+static int run_job(const Job *j, Report *r, int *pos, double *sec) {
+    int fd[2];
+    if (pipe(fd)) { fprintf(stderr, "lingen: pipe: %s\n", strerror(errno)); return -1; }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); close(fd[0]); close(fd[1]); return -1; }
+    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec); }
+    close(fd[1]);
+    int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
+              read_all(fd[0], sec, r->n_lat * sizeof *sec);
+    close(fd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (bad && WIFSIGNALED(status)) fprintf(stderr, "lingen: %s: the measuring process died (signal %d)\n", j->what, WTERMSIG(status));
+    else if (bad) fprintf(stderr, "lingen: %s: the measuring process sent no result\n", j->what);
+    else if (r->failed) fprintf(stderr, "lingen: %s: %s\n", j->what, r->msg);
+    return bad || r->failed ? -1 : 0;
+}
+
+/* The linear model, the softmax model and --dataset must agree. Prints the problem. */
+static int check_pair(const Model *lin, const char *lin_path, const Model *soft, const char *soft_path, const char *dataset) {
+    const char *problem = lin->cfg.attention != ATTN_LINEAR ? lin_path : soft->cfg.attention != ATTN_SOFTMAX ? soft_path : NULL;
+    if (problem) {
+        int want_linear = problem == lin_path;
+        fprintf(stderr, "lingen: %s: %s needs a %s-attention model, this one is %s\n", problem,
+                want_linear ? "--model" : "--softmax-model", want_linear ? "linear" : "softmax", want_linear ? "softmax" : "linear");
+        return -1;
+    }
+    if (strcmp(lin->cfg.dataset, soft->cfg.dataset) || lin->cfg.seq_len != soft->cfg.seq_len) {
+        fprintf(stderr, "lingen: %s (%s) and %s (%s) are not models of the same images\n", lin_path, lin->cfg.dataset,
+                soft_path, soft->cfg.dataset);
+        return -1;
+    }
+    if (dataset && strcmp(dataset, lin->cfg.dataset)) {
+        fprintf(stderr, "lingen: %s is a %s model, not %s\n", lin_path, lin->cfg.dataset, dataset);
+        return -1;
+    }
+    return 0;
+}
+
+/* The largest measuring process runs the softmax model over all N positions of a batch
+ * (row 3, bits/dim): refuse a batch that cannot fit at once rather than be killed later. */
+static int check_memory(const Model *soft, const char *soft_path, long batch) {
+    const Config *c = &soft->cfg;
+    size_t fixed = soft->n_params * sizeof(float) + runstate_bytes(c, 0, c->seq_len);
+    size_t per_image = runstate_bytes(c, 1, c->seq_len) - runstate_bytes(c, 0, c->seq_len);
+    Err e;
+    if (reslimits_check_batch(fixed, per_image, batch, reslimits_available_memory(), soft_path, &e) == 0) return 0;
+    fprintf(stderr, "lingen: %s\n", e.msg);
+    return -1;
+}
+
+/* Whether a file can be written at path (a probe: nothing is left there). */
+static int writable(const char *path) {
+    AtomicFile a;
+    Err e;
+    if (atomic_open(&a, path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
+    atomic_abort(&a);
+    return 1;
+}
+
+/* Run scripts/plot_compare.py ARG1 [ARG2] with $PYTHON (default /usr/bin/python3). */
+static int plot_script(const char *arg1, const char *arg2) {
+    const char *py = getenv("PYTHON");
+    if (!py || !*py) py = "/usr/bin/python3";
+    const char *script = cli_model_path(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); return -1; }
+    if (pid == 0) {
+        execlp(py, py, script, arg1, arg2, (char *)NULL);
+        fprintf(stderr, "lingen: cannot run %s: %s (set $PYTHON to a python3 with matplotlib)\n", py, strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Plot from --json's file, else from a temporary one. */
+static int plot_from(const Comparison *c, const char *json, const char *png) {
+    char tmp[4096] = "";
+    Err e;
+    if (!json) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(tmp, sizeof tmp, "%s/lingen-compare-XXXXXX", dir && *dir ? dir : "/tmp");
+        int fd = mkstemp(tmp);
+        if (fd < 0) { fprintf(stderr, "lingen: %s: %s\n", tmp, strerror(errno)); return -1; }
+        close(fd);
+        if (compare_write_json(c, tmp, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); unlink(tmp); return -1; }
+        json = tmp;
+    }
+    int rc = plot_script(json, png);
+    if (rc) fprintf(stderr, "lingen: %s: the plot was not written\n", png);
+    if (*tmp) unlink(tmp);
+    return rc;
+}
+
+int cmd_compare(int argc, char **argv) {
+    const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL, *png = NULL;
+    long n = 0, batch = 0, limit = 0, threads = 0;
+    int softmax = 0;
+    Opt opts[] = {
+        {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (required: the only comparison so far)", 0, 0},
+        {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
+        {"model", 'm', OPT_STR, &lin_path, "FILE", "linear model (default models/mnist.bin, models/cifar.bin)", 0, 0},
+        {"softmax-model", 0, OPT_STR, &soft_path, "FILE", "softmax model (default models/mnist-softmax.bin, models/cifar-softmax.bin)", 0, 0},
+        {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
+        {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
+        {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON", 0, 0},
+        {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},
+    };
+    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
+                       "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
+                       "images/s, speed-ups, memory per image and peak RSS for (1) linear, RNN mode, (2) softmax\n"
+                       "with a KV cache, (3) softmax recomputing the whole prefix at every step (the paper's\n"
+                       "baseline) and (4) the linear model recomputing its prefix. Rows 3 and 4 are timed at a\n"
+                       "sample of positions and extrapolated. Every row runs in its own process.",
+                       NULL, 0, NULL);
+    if (r) return r < 0 ? 0 : r;
+    if (!softmax) {
+        fprintf(stderr, "lingen compare: say what to compare against: --softmax (see lingen compare --help)\n");
+        return 2;
+    }
+    if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {
+        fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", dataset);
+        return 2;
+    }
+    int cifar = dataset && !strcmp(dataset, "cifar10");
+    lin_path = cli_model_path(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
+    soft_path = cli_model_path(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
+    /* Fail before minutes of measuring, not after. */
+    if (png && plot_script("--check", NULL)) {
+        fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");
+        return 1;
+    }
+    if ((json && !writable(json)) || (png && !writable(png))) return 1;
+    Model lm = {0}, sm = {0};
+    Dataset ds = {0};
+    int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
+             check_pair(&lm, lin_path, &sm, soft_path, dataset) == 0;
+    int big = lm.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
+    if (!n) n = big ? 4 : 16;
+    if (!batch) batch = big ? 4 : 16;
+    if (batch > n) batch = n;
+    if (!limit) limit = big ? 20 : 100;
+    ok = ok && cli_load_dataset(&ds, &lm, lin_path, data, "test", (int)limit) == 0 && check_memory(&sm, soft_path, batch) == 0;
+    Config lc = lm.cfg, sc = sm.cfg;
+    model_free(&lm);   /* each measuring process loads its own copy */
+    model_free(&sm);
+    if (!ok) { dataset_free(&ds); return 1; }
+    cli_set_threads(threads);
+
+    int N = lc.seq_len;
+    Comparison c = {.dataset = lc.dataset, .linear_model = lin_path, .softmax_model = soft_path, .seq_len = N,
+                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = openblas_get_num_threads(),
+                    .flops_per_image = transformer_flops_per_image(&lc)};
+    c.rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(&lc, N);
+    c.rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(&sc, N);
+    c.rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(&sc, 1, N);
+    c.rows[ROW_LINEAR_RECOMPUTE].memory_bytes = runstate_bytes(&lc, 1, N);
+    enum { SGEMM, SPEED, BITS };   /* what a job's report gives */
+    const struct { JobFn *run; const char *model, *what; int gives, row; } plan[] = {
+        {job_sgemm, NULL, "sgemm", SGEMM, -1},
+        {job_generate, lin_path, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
+        {job_generate, soft_path, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
+        {job_recompute, soft_path, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
+        {job_recompute, lin_path, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
+        {job_bits, lin_path, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
+        {job_bits, soft_path, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
+    };
+    for (int i = 0; i < N_ROWS; i++) {
+        c.rows[i].lat_pos = xcalloc(N, sizeof(int));
+        c.rows[i].lat_sec = xcalloc(N, sizeof(double));
+    }
+    int *no_pos = xcalloc(N, sizeof(int));   /* for the jobs that send no latencies */
+    double *no_sec = xcalloc(N, sizeof(double));
+    int rc = 0;
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
+        Job j = {plan[i].run, plan[i].model, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
+        CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
+        int speed = plan[i].gives == SPEED;
+        Report rep;
+        if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec)) rc = 1;
+        else if (plan[i].gives == SGEMM) c.sgemm_gflops = rep.value;
+        else if (speed) {
+            w->images_per_s = rep.value;
+            w->n_lat = rep.n_lat;
+            w->peak_rss_bytes = rep.peak_rss;
+        } else {   /* bits/dim: the RNN and the recompute rows share a model */
+            CompareRow *twin = &c.rows[plan[i].row == ROW_LINEAR_RNN ? ROW_LINEAR_RECOMPUTE : ROW_SOFTMAX_RECOMPUTE];
+            w->bits_per_dim = twin->bits_per_dim = rep.value;
+            w->bits_se = twin->bits_se = rep.value_se;
+        }
+    }
+    if (rc == 0) {
+        Err e;
+        compare_finish(&c);
+        compare_print(stdout, &c);
+        if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
+        if (rc == 0 && png && plot_from(&c, json, png)) rc = 1;
+        if (rc == 0 && png) printf("plot: %s\n", png);
+    }
+    for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); }
+    free(no_pos);
+    free(no_sec);
+    dataset_free(&ds);
+    return rc;
+}
