@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include "args.h"
+#include "ceiling.h"
 #include "commands.h"
 #include "compare.h"
 #include "dataset.h"
@@ -21,8 +22,6 @@
 #include "transformer.h"
 
 #define RECOMPUTE_POSITIONS 12   /* prefix lengths timed for the recompute rows */
-#define SGEMM_SIZE 1024
-#define SGEMM_SECONDS 0.5        /* at least this long, for a stable GFLOP/s */
 
 /* What a measuring child sends back, followed by n_lat ints (positions) and n_lat doubles. */
 typedef struct {
@@ -46,18 +45,7 @@ struct Job {
 
 static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
     (void)j; (void)m; (void)pos; (void)sec; (void)e;
-    size_t n = SGEMM_SIZE;
-    float *a = xmalloc(3 * n * n * sizeof(float)), *b = a + n * n, *c = b + n * n;
-    for (size_t i = 0; i < 2 * n * n; i++) a[i] = (float)(i % 7) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);   /* warm-up */
-    int reps = 0;
-    double t0 = now_seconds(), secs;
-    do {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-        reps++;
-    } while ((secs = now_seconds() - t0) < SGEMM_SECONDS || reps < 3);
-    r->value = 2.0 * n * n * n * reps / secs / 1e9;
-    free(a);
+    r->value = sgemm_gflops();
     return 0;
 }
 

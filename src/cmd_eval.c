@@ -4,21 +4,17 @@
 #include <string.h>
 
 #include "args.h"
+#include "ceiling.h"
 #include "commands.h"
+#include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "transformer.h"
 
-/* The paper's test bits/dim (Katharopoulos et al. 2020, tables 1 and 2). */
-static const char *paper_figure(const Config *c) {
-    int mnist = !strcmp(c->dataset, "mnist");
-    if (c->attention == ATTN_LINEAR) return mnist ? "0.644" : "3.40";
-    return mnist ? "0.621" : "3.47";
-}
-
 int cmd_eval(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel";
     long limit = 0, batch = 0, threads = 0;
+    int ceiling = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -27,6 +23,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
     };
     const char *pos[1];
     int npos = 0;
@@ -76,9 +73,18 @@ int cmd_eval(int argc, char **argv) {
         printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
-        printf("paper        %s (Katharopoulos et al. 2020, the same architecture)\n", paper_figure(c));
+        const PaperFigures *pf = compare_paper(c->dataset);
+        int paper_shape = c->d == 256 && c->d_ff == 1024 && c->n_mix == 10 &&
+                          c->n_layers == (!strcmp(c->dataset, "mnist") ? 8 : 16);
+        if (pf && paper_shape) printf("paper        %.3g (Katharopoulos et al. 2020, the same architecture)\n",
+                       c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
                strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
+        if (ceiling) {   /* the useful work of an image: the step form's FLOPs (transformer.h) */
+            double useful = transformer_flops_per_image(c) * ds.n / secs / 1e9, peak = sgemm_gflops();
+            printf("ceiling      %.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3, same threads, measured just after)\n",
+                   useful, 100 * useful / peak, peak);
+        }
     }
     free(per);
     dataset_free(&ds);

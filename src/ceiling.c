@@ -1,0 +1,24 @@
+#include "ceiling.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+#define SGEMM_N 1024
+#define SGEMM_SECONDS 1.0   /* long enough to average over the machine's noise */
+
+double sgemm_gflops(void) {
+    size_t n = SGEMM_N;
+    float *a = xmalloc(3 * n * n * sizeof(float)), *b = a + n * n, *c = b + n * n;
+    for (size_t i = 0; i < 2 * n * n; i++) a[i] = (float)(i % 7) * 0.1f;   /* not zeros: they can run faster */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);   /* warm-up */
+    int reps = 0;
+    double t0 = now_seconds(), secs;
+    do {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+        reps++;
+    } while ((secs = now_seconds() - t0) < SGEMM_SECONDS || reps < 3);
+    free(a);
+    return 2.0 * n * n * n * reps / secs / 1e9;
+}
