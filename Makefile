@@ -49,6 +49,10 @@ test-py: $(BUILD)/test_transformer
 test-cli: lingen
 	bash tests/test_cli.sh
 
+# Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
+bench: lingen
+	bash scripts/bench.sh
+
 # The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "args.h"
+#include "ceiling.h"
 #include "commands.h"
 #include "generate.h"
 #include "image.h"
@@ -42,6 +43,7 @@ static int write_images(const Model *m, const unsigned char *imgs, int n, const 
 int cmd_sample(int argc, char **argv) {
     const char *path = NULL, *out = "samples.png", *outdir = NULL;
     long n = 16, batch = 0, seed = 1, threads = 0;
+    int ceiling = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
@@ -50,6 +52,7 @@ int cmd_sample(int argc, char **argv) {
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
+        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
@@ -95,6 +98,11 @@ int cmd_sample(int argc, char **argv) {
         printf("sampled %d images (%dx%dx%d, %s attention, batch %ld) in %.2f s: %.3f images/s -> %s\n", done,
                c->height, c->width, c->channels, c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache",
                batch, secs, done / secs, out);
+        if (ceiling) {   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
+            double useful = transformer_flops_per_image(c) * done / secs / 1e9, peak = sgemm_gflops();
+            printf("ceiling: %.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3, same threads, measured just after)\n",
+                   useful, 100 * useful / peak, peak);
+        }
     }
     free(imgs);
     model_free(&m);
