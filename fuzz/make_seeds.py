@@ -86,7 +86,7 @@ def pack_row(samples, depth):
         return b"\0" + b"".join(struct.pack(">H", s) for s in samples)
     if depth == 8:
         return b"\0" + bytes(samples)
-    bits, row = "".join(format(s, "0%db" % depth) for s in samples), bytearray()
+    bits = "".join(format(s, "0%db" % depth) for s in samples)
     bits += "0" * (-len(bits) % 8)
     return b"\0" + bytes(int(bits[i:i + 8], 2) for i in range(0, len(bits), 8))
 

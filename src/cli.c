@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "reslimits.h"
+#include "transformer.h"
 
 const char *cli_model_path(const char *flag, const char *dflt) {
     if (flag) return flag;
@@ -50,4 +52,14 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
 void cli_set_threads(long threads) {
     if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
     openblas_set_num_threads((int)threads);
+}
+
+int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra) {
+    const Config *c = &m->cfg;
+    size_t base = runstate_bytes(c, 0, T), fixed = m->n_params * sizeof(float) + base + extra;
+    Err e;
+    if (reslimits_check_batch(fixed, runstate_bytes(c, 1, T) - base, batch, reslimits_available_memory(), what, &e) == 0)
+        return 0;
+    fprintf(stderr, "lingen: %s\n", e.msg);
+    return -1;
 }

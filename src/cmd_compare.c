@@ -18,7 +18,6 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
-#include "reslimits.h"
 #include "transformer.h"
 
 #define RECOMPUTE_POSITIONS 12   /* prefix lengths timed for the recompute rows */
@@ -210,13 +209,7 @@ static int check_pair(const Model *lin, const char *lin_path, const Model *soft,
 /* The largest measuring process runs the softmax model over all N positions of a batch
  * (row 3, bits/dim): refuse a batch that cannot fit at once rather than be killed later. */
 static int check_memory(const Model *soft, const char *soft_path, long batch) {
-    const Config *c = &soft->cfg;
-    size_t fixed = soft->n_params * sizeof(float) + runstate_bytes(c, 0, c->seq_len);
-    size_t per_image = runstate_bytes(c, 1, c->seq_len) - runstate_bytes(c, 0, c->seq_len);
-    Err e;
-    if (reslimits_check_batch(fixed, per_image, batch, reslimits_available_memory(), soft_path, &e) == 0) return 0;
-    fprintf(stderr, "lingen: %s\n", e.msg);
-    return -1;
+    return cli_check_memory(soft, soft_path, batch, soft->cfg.seq_len, 0);
 }
 
 /* Whether a file can be written at path (a probe: nothing is left there). */

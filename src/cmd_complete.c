@@ -89,6 +89,12 @@ int cmd_complete(int argc, char **argv) {
     if (rc) { model_free(&m); return rc; }
     int total = n * (int)K;
     if (!batch) batch = total < 16 ? total : 16;   /* not sample's 64: the prefill holds B x P positions */
+    if (batch > total) batch = total;
+    if (cli_check_memory(&m, "complete", batch, P > 1 ? P : 1, (size_t)total * N + (size_t)n * (K + 2) * N)) {
+        free(inputs);
+        model_free(&m);
+        return 1;
+    }
     Err e;
     imgs = try_calloc((size_t)total, N, "images", &e);
     tiles = imgs ? try_calloc((size_t)n * (K + 2), N, "grid", &e) : NULL;

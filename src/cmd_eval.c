@@ -57,6 +57,12 @@ int cmd_eval(int argc, char **argv) {
         model_free(&m);
         return 1;
     }
+    if (batch > ds.n) batch = ds.n;
+    if (cli_check_memory(&m, "eval", batch, strcmp(mode, "rnn") ? c->seq_len : 1, (size_t)ds.n * c->seq_len)) {
+        dataset_free(&ds);
+        model_free(&m);
+        return 1;
+    }
     double *per = xcalloc(ds.n, sizeof(double));
     Progress prog;
     progress_start(&prog, "images", ds.n);

@@ -67,6 +67,8 @@ int cmd_sample(int argc, char **argv) {
     const Config *c = &m.cfg;
     cli_set_threads(threads);
 
+    if (batch > n) batch = n;   /* generate() never runs more at once */
+    if (cli_check_memory(&m, "sample", batch, 1, (size_t)n * c->seq_len)) { model_free(&m); return 1; }
     Err e;
     size_t need = runstate_bytes(c, (int)batch, 1);
     unsigned char *imgs = try_calloc((size_t)n, c->seq_len, "images", &e);

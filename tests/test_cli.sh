@@ -188,5 +188,12 @@ contains "missing PNG: names it" "$T/none.png"
 expect 1 "complete to an unwritable path" $L complete --model $CM "$T/pm/sample_00000.png" -o /nonexistent-dir/x.png
 contains "unwritable: names the path" "/nonexistent-dir/x.png"
 
+# a batch that cannot fit in memory: a clear error before allocating (ulimit -v caps this shell's children)
+expect 1 "sample: batch too big for memory" bash -c 'ulimit -v 2000000; exec ./lingen sample -n 200 --batch 200 --model models/mnist-softmax.bin -o "$0/big.png"' "$T"
+contains "too big: names the largest batch that fits" "use --batch"
+[ -f "$T/big.png" ] && bad "too big: wrote a file" || ok "too big: wrote nothing"
+expect 1 "eval: batch too big for memory" bash -c 'ulimit -v 1000000; exec ./lingen eval bits-per-dim --limit 64 --batch 64 --model models/mnist-softmax.bin'
+contains "eval too big: names the largest batch" "use --batch"
+
 echo "$fails failed"
 [ $fails -eq 0 ]
