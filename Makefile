@@ -2,8 +2,8 @@
 CC      ?= cc
 OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
-LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread
+CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp
+LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp
 PYTHON  ?= /usr/bin/python3
 BUILD   ?= build
 export LINGEN_DATA ?= $(if $(wildcard ../shared/data/mnist),$(abspath ../shared/data),$(abspath data))

@@ -5,6 +5,7 @@
  * at once use the chunked form, which gives the same numbers. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 
 #include "attention.h"
 
@@ -74,6 +75,8 @@ static void chunk(int D, int n, float *S, float *z, const float *q, const float 
 void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
                       int B, int T, float *scratch) {
     int H = c->n_heads, D = c->d_head, d = c->d;
+    size_t per_thread = linear_attention_scratch(c, T);
+    #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             float *Sbh = S + ((size_t)b * H + h) * D * D, *zbh = z + ((size_t)b * H + h) * D;
@@ -83,7 +86,8 @@ void linear_attention(const Config *c, float *S, float *z, const float *qkv, flo
             for (int t = 0; t < T; t += CHUNK) {
                 int n = T - t < CHUNK ? T - t : CHUNK;
                 size_t r = (size_t)t * 3 * d;
-                chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d, scratch);
+                chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d,
+                      scratch + omp_get_thread_num() * per_thread);
             }
         }
 }

@@ -4,6 +4,7 @@
  * 64 x (t0+T) block of scores, and no scores for the keys the causal mask hides from a whole block. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "attention.h"
@@ -19,6 +20,8 @@ void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, c
                        float *out, int B, int T, float *scratch) {
     int H = c->n_heads, D = c->d_head, d = c->d;
     float scale = 1.0f / sqrtf((float)D);
+    size_t per_thread = softmax_attention_scratch(c, T, cap);
+    #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             float *K = kc + ((size_t)b * H + h) * cap * D, *V = vc + ((size_t)b * H + h) * cap * D;
@@ -30,7 +33,7 @@ void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, c
             for (int i0 = 0; i0 < T; i0 += QBLOCK) {
                 int n = T - i0 < QBLOCK ? T - i0 : QBLOCK, P = t0 + i0 + n;   /* keys this block can see */
                 /* scores = Q K^T / sqrt(D), [n, P]; row i sees positions 0 .. t0+i0+i */
-                float *Sc = scratch;
+                float *Sc = scratch + omp_get_thread_num() * per_thread;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, P, D, scale, q + (size_t)i0 * 3 * d,
                             3 * d, K, D, 0.0f, Sc, P);
                 for (int i = 0; i < n; i++) {

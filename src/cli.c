@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -49,9 +50,13 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
+/* The threads are lingen's own (OpenMP): each runs single-threaded sgemms on its share of the
+ * output columns, then its share of the attention. OpenBLAS keeps to one thread per call, so
+ * the two never compete for the cores. */
 void cli_set_threads(long threads) {
     if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-    openblas_set_num_threads((int)threads);
+    omp_set_num_threads((int)threads);
+    openblas_set_num_threads(1);
 }
 
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra) {

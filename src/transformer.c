@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +18,10 @@ static size_t state_floats(const Config *c, int B, size_t *kv) {
     return 0;
 }
 
+/* Attention workspace: one slice per thread. */
 static size_t scratch_floats(const Config *c, int T) {
-    return c->attention == ATTN_LINEAR ? linear_attention_scratch(c, T)
-                                       : softmax_attention_scratch(c, T, c->seq_len);
+    return (size_t)omp_get_max_threads() * (c->attention == ATTN_LINEAR ? linear_attention_scratch(c, T)
+                                                                        : softmax_attention_scratch(c, T, c->seq_len));
 }
 
 size_t runstate_bytes(const Config *c, int B, int T) {
@@ -73,14 +75,24 @@ void runstate_reset(RunState *s, const Config *c) {
     s->n_pos = 0;
 }
 
-/* out[rows, n_out] = in[rows, n_in] W^T + b, with Wt = W^T held as [n_in, n_out] (model.h). */
+/* out[rows, n_out] = in[rows, n_in] W^T + b, with Wt = W^T held as [n_in, n_out] (model.h).
+ * Each thread takes a block of output columns: a single-threaded sgemm that reads only its
+ * share of the weights (OpenBLAS's own threading splits a 64-row batch poorly). */
 static void linear(float *out, const float *in, const float *Wt, const float *b, int rows, int n_in, int n_out) {
-    for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out, b, n_out * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n_out, n_in,
-                1.0f, in, n_in, Wt, n_out, 1.0f, out, n_out);
+    #pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int c0 = (int)((long)n_out * t / nt) & ~15, c1 = t == nt - 1 ? n_out : (int)((long)n_out * (t + 1) / nt) & ~15;
+        if (c1 > c0) {
+            for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out + c0, b + c0, (c1 - c0) * sizeof(float));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, c1 - c0, n_in,
+                        1.0f, in, n_in, Wt + c0, n_out, 1.0f, out + c0, n_out);
+        }
+    }
 }
 
 static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
+    #pragma omp parallel for schedule(static) if (rows >= 64)
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * d;
         float *o = out + (size_t)r * d;
@@ -95,14 +107,17 @@ static void layernorm(float *out, const float *x, const float *w, const float *b
 
 static void activation(float *x, size_t n, int gelu) {
     if (gelu)   /* exact gelu, as torch.nn.functional.gelu */
+        #pragma omp parallel for schedule(static) if (n >= 65536)
         for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
     else
+        #pragma omp parallel for schedule(static) if (n >= 65536)
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
 }
 
 /* x = x + y, then (post-norm) x = LN(x). */
 static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
     size_t n = (size_t)rows * d;
+    #pragma omp parallel for schedule(static) if (n >= 65536)
     for (size_t i = 0; i < n; i++) x[i] += y[i];
     if (post) layernorm(x, x, w, b, rows, d);
 }
