@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cblas.h>
+#include <omp.h>
 
 #include "args.h"
 #include "ceiling.h"
@@ -318,7 +318,7 @@ int cmd_compare(int argc, char **argv) {
 
     int N = lc.seq_len;
     Comparison c = {.dataset = lc.dataset, .linear_model = lin_path, .softmax_model = soft_path, .seq_len = N,
-                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = openblas_get_num_threads(),
+                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = omp_get_max_threads(),
                     .flops_per_image = transformer_flops_per_image(&lc)};
     c.rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(&lc, N);
     c.rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(&sc, N);
