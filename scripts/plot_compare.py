@@ -46,6 +46,9 @@ def plot(cmp, out):
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120)
+        umask = os.umask(0)      # mkstemp makes 0600: give the PNG the usual permissions
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, out)
     except BaseException:
         os.unlink(tmp)
