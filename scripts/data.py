@@ -27,16 +27,19 @@ def mnist(root, split):
     return torch.from_numpy(np.frombuffer(raw, np.uint8, n * h * w, 16).reshape(n, h * w).copy())
 
 
-def cifar10(root, split):
+def cifar10(root, split, limit=0):
     names = [f"data_batch_{i}.bin" for i in range(1, 6)] if split == "train" else ["test_batch.bin"]
+    if limit:  # 10,000 records per file: read only the files needed
+        names = names[:(limit + 9999) // 10000]
     recs = [np.frombuffer(_read(os.path.join(root, "cifar-10", n)), np.uint8).reshape(-1, 3073) for n in names]
     planes = np.concatenate(recs)[:, 1:].reshape(-1, 3, 1024)      # R plane, G plane, B plane
     inter = planes.transpose(0, 2, 1).reshape(-1, 3072)            # R,G,B per pixel, row-major
     return torch.from_numpy(np.ascontiguousarray(inter))
 
 
-def load(dataset, root, split):
-    return (mnist if dataset == "mnist" else cifar10)(root, split)
+def load(dataset, root, split, limit=0):
+    imgs = mnist(root, split) if dataset == "mnist" else cifar10(root, split, limit)
+    return imgs[:limit] if limit else imgs
 
 
 def default_root():

@@ -101,10 +101,8 @@ def main():
     cfg = model.cfg
     model = model.to(dev).train()
 
-    train = data.load(a.dataset, a.data, "train")
-    test = data.load(a.dataset, a.data, "test")
-    if a.limit:
-        train = train[:a.limit]
+    train = data.load(a.dataset, a.data, "train", a.limit)
+    test = data.load(a.dataset, a.data, "test", a.final_eval if a.final_eval < 10000 else 0)
     train = train.to(dev)
     n_train = train.shape[0]
     bs = min(a.batch, n_train)
