@@ -30,10 +30,11 @@ $(BUILD):
 
 # The Debian packages (installed only if missing).
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh test
 
 # The main job: sample 16 digits with the shipped MNIST model.
-run: deps
+run:
+	@bash scripts/install-deps.sh run
 	$(MAKE) lingen
 	./lingen sample -n 16 -o samples.png
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Install the Debian packages lingen needs to build, run and test, if any is missing.
+# Install the Debian packages lingen needs, if any is missing.
+#   install-deps.sh run    to build and run lingen (compare --plot also wants python3-matplotlib)
+#   install-deps.sh test   to run the tests too (cmocka, PyTorch for the reference)
 set -euo pipefail
-PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev zlib1g-dev libstb-dev libcmocka-dev
-      python3 python3-torch python3-numpy python3-matplotlib"
+PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev zlib1g-dev libstb-dev python3 python3-matplotlib"
+[ "${1:-test}" = test ] && PKGS="$PKGS libcmocka-dev python3-torch python3-numpy"
 missing=()
 for p in $PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0
