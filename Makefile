@@ -13,7 +13,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps run test test-c test-py test-cli asan bench fixtures clean
+.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean
 all: lingen
 
 lingen: $(OBJ)
@@ -38,8 +38,12 @@ run:
 	$(MAKE) lingen
 	./lingen sample -n 16 -o samples.png
 
-test: deps
+test: deps data
 	$(MAKE) test-c test-py test-cli asan
+
+# The datasets the tests read: fetched into data/ (checked by checksum) unless LINGEN_DATA has them.
+data:
+	@[ -d "$(LINGEN_DATA)/mnist" ] && [ -d "$(LINGEN_DATA)/cifar-10" ] || bash data/fetch.sh all "$(LINGEN_DATA)"
 
 test-c: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
