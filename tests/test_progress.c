@@ -37,7 +37,7 @@ static void test_silent_when_not_a_tty(void **state) {
 static void test_line_on_a_terminal(void **state) {
     (void)state;
     int master = posix_openpt(O_RDWR | O_NOCTTY);
-    if (master < 0) skip();
+    assert_true(master >= 0);   /* a pseudo-terminal, as on every Linux this builds on */
     assert_int_equal(grantpt(master), 0);
     assert_int_equal(unlockpt(master), 0);
     int slave = open(ptsname(master), O_RDWR | O_NOCTTY);

@@ -82,11 +82,9 @@ static void test_available_memory(void **state) {
 }
 
 /* Under ulimit -v the room left under the limit counts, whatever the machine has. */
+#ifndef UNDER_ASAN   /* ASan reserves terabytes of address space: RLIMIT_AS cannot be tested under it */
 static void test_rlimit_as(void **state) {
     (void)state;
-#ifdef UNDER_ASAN
-    skip();
-#else
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -104,8 +102,8 @@ static void test_rlimit_as(void **state) {
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-#endif
 }
+#endif
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -114,7 +112,9 @@ int main(void) {
         cmocka_unit_test(test_max_batch),
         cmocka_unit_test(test_check_batch),
         cmocka_unit_test(test_available_memory),
+#ifndef UNDER_ASAN
         cmocka_unit_test(test_rlimit_as),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
