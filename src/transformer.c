@@ -85,8 +85,11 @@ static void linear(float *out, const float *in, const float *Wt, const float *b,
         int c0 = (int)((long)n_out * t / nt) & ~15, c1 = t == nt - 1 ? n_out : (int)((long)n_out * (t + 1) / nt) & ~15;
         if (c1 > c0) {
             for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out + c0, b + c0, (c1 - c0) * sizeof(float));
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, c1 - c0, n_in,
-                        1.0f, in, n_in, Wt + c0, n_out, 1.0f, out + c0, n_out);
+            if (rows == 1)   /* a matrix-vector product reads the weights once; sgemm would pack them first */
+                cblas_sgemv(CblasRowMajor, CblasTrans, n_in, c1 - c0, 1.0f, Wt + c0, n_out, in, 1, 1.0f, out + c0, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, c1 - c0, n_in,
+                            1.0f, in, n_in, Wt + c0, n_out, 1.0f, out + c0, n_out);
         }
     }
 }
