@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "util.h"
@@ -25,4 +26,10 @@ double sgemm_gflops(void) {
     free(a);
     openblas_set_num_threads(before);
     return 2.0 * n * n * n * reps / secs / 1e9;
+}
+
+void ceiling_report(const char *label, double flops_per_image, double images_per_s) {
+    double useful = flops_per_image * images_per_s / 1e9, peak = sgemm_gflops();
+    printf("%s%.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3, same threads, measured just after)\n",
+           label, useful, 100 * useful / peak, peak);
 }

@@ -10,7 +10,7 @@
 #include "reslimits.h"
 #include "transformer.h"
 
-const char *cli_model_path(const char *flag, const char *dflt) {
+const char *cli_find_file(const char *flag, const char *dflt) {
     if (flag) return flag;
     if (access(dflt, R_OK) == 0) return dflt;
     static char beside[4096];   /* models/ next to the executable, for runs from elsewhere */

@@ -225,7 +225,7 @@ static int writable(const char *path) {
 static int plot_script(const char *arg1, const char *arg2) {
     const char *py = getenv("PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
-    const char *script = cli_model_path(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
+    const char *script = cli_find_file(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); return -1; }
@@ -292,8 +292,8 @@ int cmd_compare(int argc, char **argv) {
         return 2;
     }
     int cifar = dataset && !strcmp(dataset, "cifar10");
-    lin_path = cli_model_path(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
-    soft_path = cli_model_path(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
+    lin_path = cli_find_file(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
+    soft_path = cli_find_file(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
     /* Fail before minutes of measuring, not after. */
     if (png && plot_script("--check", NULL)) {
         fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");

@@ -68,7 +68,7 @@ int cmd_complete(int argc, char **argv) {
                        files, argc, &n_files);
     if (r) { free(files); return r < 0 ? 0 : r; }
     if (!index && !n_files) index = "0-9";
-    path = cli_model_path(path, "models/mnist.bin");
+    path = cli_find_file(path, "models/mnist.bin");
     Model m;
     if (cli_load_model(&m, path)) { free(files); return 1; }
     const Config *c = &m.cfg;

@@ -44,7 +44,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    path = cli_model_path(path, "models/mnist.bin");
+    path = cli_find_file(path, "models/mnist.bin");
     Model m;
     if (cli_load_model(&m, path)) return 1;
     const Config *c = &m.cfg;
@@ -86,11 +86,8 @@ int cmd_eval(int argc, char **argv) {
                        c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
                strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
-        if (ceiling) {   /* the useful work of an image: the step form's FLOPs (transformer.h) */
-            double useful = transformer_flops_per_image(c) * ds.n / secs / 1e9, peak = sgemm_gflops();
-            printf("ceiling      %.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3, same threads, measured just after)\n",
-                   useful, 100 * useful / peak, peak);
-        }
+        if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
+            ceiling_report("ceiling      ", transformer_flops_per_image(c), ds.n / secs);
     }
     free(per);
     dataset_free(&ds);

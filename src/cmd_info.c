@@ -14,7 +14,7 @@ int cmd_info(int argc, char **argv) {
                        "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
-    path = cli_model_path(path, "models/mnist.bin");
+    path = cli_find_file(path, "models/mnist.bin");
     Model m;
     if (cli_load_model(&m, path)) return 1;
     const Config *c = &m.cfg;

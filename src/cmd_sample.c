@@ -61,7 +61,7 @@ int cmd_sample(int argc, char **argv) {
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     if (!batch) batch = n < 64 ? n : 64;
-    path = cli_model_path(path, "models/mnist.bin");
+    path = cli_find_file(path, "models/mnist.bin");
     Model m;
     if (cli_load_model(&m, path)) return 1;
     const Config *c = &m.cfg;
@@ -100,11 +100,8 @@ int cmd_sample(int argc, char **argv) {
         printf("sampled %d images (%dx%dx%d, %s attention, batch %ld) in %.2f s: %.3f images/s -> %s\n", done,
                c->height, c->width, c->channels, c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache",
                batch, secs, done / secs, out);
-        if (ceiling) {   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
-            double useful = transformer_flops_per_image(c) * done / secs / 1e9, peak = sgemm_gflops();
-            printf("ceiling: %.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3, same threads, measured just after)\n",
-                   useful, 100 * useful / peak, peak);
-        }
+        if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
+            ceiling_report("ceiling: ", transformer_flops_per_image(c), done / secs);
     }
     free(imgs);
     model_free(&m);

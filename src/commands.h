@@ -10,8 +10,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
 
-/* The model path: the flag, else models/mnist.bin here, else beside the executable. */
-const char *cli_model_path(const char *flag, const char *dflt);
+/* A shipped file (model, script): the flag if given, else dflt here, else dflt beside the executable. */
+const char *cli_find_file(const char *flag, const char *dflt);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, const char *path);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked

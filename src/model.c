@@ -202,12 +202,7 @@ int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path
 }
 
 void model_free(Model *m) {
-    for (int i = 0; i < m->n_meta; i++) {
-        free(m->meta_keys[i]);
-        free(m->meta_vals[i]);
-    }
-    free(m->meta_keys);
-    free(m->meta_vals);
+    st_free_meta(m->n_meta, m->meta_keys, m->meta_vals);
     free(m->layers);
     free(m->arena);
     memset(m, 0, sizeof *m);

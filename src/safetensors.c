@@ -209,15 +209,19 @@ int st_open(SafeTensors *st, const char *path, Err *e) {
     return st_parse(st, buf, len, path, e);
 }
 
+void st_free_meta(int n, char **keys, char **vals) {
+    for (int i = 0; i < n; i++) {
+        free(keys[i]);
+        free(vals[i]);
+    }
+    free(keys);
+    free(vals);
+}
+
 void st_close(SafeTensors *st) {
     for (int i = 0; i < st->n; i++) free(st->t[i].name);
-    for (int i = 0; i < st->n_meta; i++) {
-        free(st->meta_keys[i]);
-        free(st->meta_vals[i]);
-    }
+    st_free_meta(st->n_meta, st->meta_keys, st->meta_vals);
     free(st->t);
-    free(st->meta_keys);
-    free(st->meta_vals);
     free(st->buf);
     memset(st, 0, sizeof *st);
 }

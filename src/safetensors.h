@@ -27,6 +27,8 @@ int  st_open(SafeTensors *st, const char *path, Err *e);            /* read + pa
 /* Parse a file already in memory; takes buf (freed by st_close, or here on error). */
 int  st_parse(SafeTensors *st, unsigned char *buf, size_t len, const char *name, Err *e); /* takes buf */
 void st_close(SafeTensors *st);
+/* Free n metadata key/value strings and their two arrays (st_close's, or a Model's that took them). */
+void st_free_meta(int n, char **keys, char **vals);
 const StTensor *st_find(const SafeTensors *st, const char *name);
 const char *st_meta(const SafeTensors *st, const char *key);
 size_t st_numel(const StTensor *t);
