@@ -1,8 +1,11 @@
 """Train a lingen model (MNIST or CIFAR-10, linear or softmax attention).
 
-The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping 1.0, and a
-warmup-stable-decay learning rate over a wall-clock budget: linear warmup, constant,
-then a linear decay to zero over the last --decay fraction of the budget. Training
+The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping 1.0, a
+warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant,
+then a linear decay to zero over the last --decay fraction of the budget) and an
+exponential moving average of the weights (--ema). At the end both the raw and the
+averaged weights are evaluated on the test images; the better one is exported and the
+metadata says which. Training
 continues across sessions by starting from the shipped model file (--init), a warm
 restart; within a session it resumes from --ckpt if that exists.
 
@@ -67,6 +70,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--ema", type=float, default=0.999, help="weight EMA decay (0: none)")
     ap.add_argument("--eval-every", type=float, default=3.0, help="minutes between subset evaluations")
     ap.add_argument("--eval-subset", type=int, default=2000)
     ap.add_argument("--final-eval", type=int, default=10000, help="test images for the final fp32 evaluation")
@@ -109,13 +113,39 @@ def main():
 
     fused = {"fused": True} if dev.type == "cuda" else {}
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=a.wd, **fused)
+    # the averaged weights, fp32; the decay ramps up as (1+n)/(10+n) so that a short run averages few steps
+    ema = [p.detach().clone() for p in model.parameters()] if a.ema > 0 else None
     step, elapsed, curve = 0, 0.0, []
     if a.ckpt and os.path.exists(a.ckpt):
         ck = torch.load(a.ckpt, map_location=dev)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
+        if ema is not None and ck.get("ema") is not None:
+            for e, v in zip(ema, ck["ema"]):
+                e.copy_(v)
         step, elapsed, curve = ck["step"], ck["elapsed"], ck["curve"]
         print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
+
+    def ema_update(n):
+        if ema is not None:
+            d = min(a.ema, (1 + n) / (10 + n))
+            with torch.no_grad():
+                params = [p.detach() for p in model.parameters()]
+                if hasattr(torch, "_foreach_lerp_"):  # one kernel for all tensors (PyTorch 2)
+                    torch._foreach_lerp_(ema, params, 1.0 - d)
+                else:
+                    for e, p in zip(ema, params):
+                        e.lerp_(p, 1.0 - d)
+
+    def averaged():
+        """A copy of the model holding the EMA weights (the model itself when there is no EMA)."""
+        if ema is None:
+            return model
+        m = Model(cfg).to(dev)
+        with torch.no_grad():
+            for q, e in zip(m.parameters(), ema):
+                q.copy_(e)
+        return m
 
     def loss_fn(inp, tgt):
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
@@ -127,7 +157,7 @@ def main():
     def save_ckpt():
         if a.ckpt:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": elapsed, "curve": curve, "config": cfg.as_dict()}, a.ckpt + ".tmp")
+                        "elapsed": elapsed, "curve": curve, "config": cfg.as_dict(), "ema": ema}, a.ckpt + ".tmp")
             os.replace(a.ckpt + ".tmp", a.ckpt)
 
     budget = a.minutes * 60
@@ -155,6 +185,7 @@ def main():
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        ema_update(step - step0)
         step += 1
         now = time.time()
         if step - step0 > 3:  # the first steps compile: keep them out of the budget
@@ -170,40 +201,51 @@ def main():
                      "img_s": round(50 * bs / max(1e-9, now - getattr(main, "_t50", now - 1)), 1)}, a.log)
             main._t50 = now
         if now - t_last_eval > a.eval_every * 60:
-            bpd, se = evaluate(model, test[:a.eval_subset], 250, dev, amp)
+            avg = averaged()
+            bpd, se = evaluate(avg, test[:a.eval_subset], 250, dev, amp)
+            raw = evaluate(model, test[:a.eval_subset], 250, dev, amp)[0] if ema is not None else bpd
             ep = prov["epochs"] + (step - step0) * bs / n_train
             curve.append([round(ep, 3), round(bpd, 4)])
-            log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4)}, a.log)
+            log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4),
+                 "test_bpd_raw": round(raw, 4)}, a.log)
             save_ckpt()
             if a.snapshot:
-                modelfile.export(model, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
+                modelfile.export(avg, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
             t_last_eval = time.time()
             t_prev = t_last_eval
 
     save_ckpt()
     epochs = prov["epochs"] + (step - step0) * bs / n_train
-    # final evaluation in fp32, of the weights exactly as they will be shipped
+    # final evaluation in fp32 of the weights exactly as they will be shipped (rounded to the
+    # export dtype), for the raw and the averaged weights; the better one is exported
     export_dtype = modelfile.DTYPES[a.export_dtype.upper()]
-    shipped = Model(cfg).to(dev).eval()
-    shipped.load_state_dict({k: v.to(export_dtype).float() for k, v in model.state_dict().items()})
     n_eval = min(a.final_eval, test.shape[0])
-    bpd32, se = evaluate(model.float(), test[:n_eval], 100, dev, amp=False)
-    bpd, se = evaluate(shipped, test[:n_eval], 100, dev, amp=False)
-    log({"final": True, "test_images": n_eval, "test_bpd_fp32_weights": round(bpd32, 5),
+    final = {}
+    for kind, m in [("raw", model)] + ([("ema", averaged())] if ema is not None else []):
+        rounded = Model(cfg).to(dev).eval()
+        rounded.load_state_dict({k: v.to(export_dtype).float() for k, v in m.state_dict().items()})
+        final[kind] = (evaluate(rounded, test[:n_eval], 100, dev, amp=False), rounded, m)
+    kind = min(final, key=lambda k: final[k][0][0])
+    (bpd, se), shipped, best = final[kind]
+    bpd32 = evaluate(best.float(), test[:n_eval], 100, dev, amp=False)[0]
+    log({"final": True, "test_images": n_eval, "weights": kind, "test_bpd_fp32_weights": round(bpd32, 5),
          f"test_bpd_{a.export_dtype}_weights": round(bpd, 5), "se": round(se, 5),
+         **{f"test_bpd_{k}": round(v[0][0], 5) for k, v in final.items()},
          "epochs": round(epochs, 3), "steps": step}, a.log)
     curve.append([round(epochs, 3), round(bpd, 4)])
     if a.export:
         hist = prov["history"] + [{"date": time.strftime("%Y-%m-%d"), "epochs": round(epochs, 2),
                                    "steps": prov["steps"] + step - step0, "lr": a.lr, "batch": bs,
                                    "minutes": round(elapsed / 60, 1), "curve": curve,
-                                   "test_bpd": round(bpd, 4), "test_images": n_eval}]
+                                   "test_bpd": round(bpd, 4), "test_images": n_eval,
+                                   "weights": kind, "ema": a.ema}]
         p = {"steps": prov["steps"] + step - step0, "epochs": round(epochs, 3),
              "gpu_seconds": round(prov["gpu_seconds"] + elapsed, 1),
              "test_bits_per_dim": round(bpd, 5), "test_images": n_eval,
              "date": time.strftime("%Y-%m-%d"), "trained_by": "scripts/train.py",
              "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
-                       f"decay {a.decay}, dropout {a.dropout}, bf16 autocast, clip 1.0",
+                       f"decay {a.decay}, dropout {a.dropout}, bf16 autocast, clip 1.0, "
+                       f"EMA {a.ema} ({kind} weights shipped)",
              "history": json.dumps(hist, separators=(",", ":"))}
         modelfile.export(shipped, a.export, p, export_dtype)
         print(f"exported {a.export}", file=sys.stderr)
