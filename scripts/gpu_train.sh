@@ -4,7 +4,7 @@
 #   bash scripts/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
 #   bash scripts/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
 #   bash scripts/gpu_train.sh finish DATASET    # wait for that dataset's runs, bring the models back
-#   bash scripts/gpu_train.sh stage             # copy the carried .data/ onto the machine's disk
+#   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
 # Runs of both datasets can train at once (four processes share the GPU). Each run starts from
 # the shipped models/NAME.bin if it exists (a warm restart), else from scratch.
 # Data: the dataset folder(s) carried in .data/ (an ignored folder; see data/README.md).
@@ -24,8 +24,8 @@ DATA=/root/lingen-data
 names() { [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
 cmd=$1; shift
 case $cmd in
-stage)
-  mkdir -p $DATA; cp -r .data/* $DATA/; find $DATA -name '*.gz' | sort ;;
+stage)  # [FOLDER], default .data
+  mkdir -p $DATA; cp -r ${1:-.data}/* $DATA/; find $DATA -name '*.gz' | sort ;;
 start)
   ds=$1 minutes=$2; shift 2
   [ -d .data ] && { mkdir -p $DATA; cp -r .data/* $DATA/; }

@@ -77,7 +77,18 @@ def causal_linear_attention(q, k, v, chunk=64):
     Inside a chunk: the masked product (phi(Q) phi(K)^T * tril) V.
     Across chunks: the running state S = sum phi(k) v^T and z = sum phi(k) of earlier chunks.
     Same numbers as the step form out_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps).
+
+    Always computed in float32 (float64 stays float64), also under bf16 autocast: S and z
+    sum thousands of terms, and in bf16 (8 significant bits) the last few hundred positions,
+    the ones that matter most for the next pixel, are rounded away. Training in bf16 cost
+    the MNIST linear model 0.06 bits/dim and made it learn far more slowly than softmax.
     """
+    dt = torch.promote_types(q.dtype, torch.float32)
+    with torch.autocast(device_type=q.device.type, enabled=False):
+        return _chunked(*(a.to(dt) for a in (q, k, v)), chunk)
+
+
+def _chunked(q, k, v, chunk):
     q, k = phi(q), phi(k)
     B, H, T, D = q.shape
     pad = (-T) % chunk

@@ -47,6 +47,16 @@ class Reference(unittest.TestCase):
             out = causal_linear_attention(q, k, v, chunk=chunk)
             self.assertLess((out - ref).abs().max().item(), 1e-10, chunk)
 
+    def test_linear_attention_stays_float32_under_bf16_autocast(self):
+        # training runs under bf16 autocast; the state sums must not be rounded to bf16
+        torch.manual_seed(3)
+        q, k, v = (torch.randn(2, 3, 784, 8) for _ in range(3))
+        ref = causal_linear_attention(q, k, v)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            out = causal_linear_attention(q, k, v)
+        self.assertEqual(out.dtype, torch.float32)
+        self.assertTrue(torch.equal(out, ref))
+
     def test_pmf_sums_to_one(self):
         torch.manual_seed(2)
         for M in (1, 10):
