@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul.h"
 #include "safetensors.h"
 
 /* A metadata value for an error message: at most 40 characters, control characters hidden. */
@@ -125,16 +126,22 @@ static int list_weights(Model *m, Want *w) {
 }
 #define WEIGHTS_PER_LAYER 12
 
-/* A Linear weight [out, in] is kept as its transpose [in, out]: then x W^T is a plain
- * row-major product (sgemm NoTrans/NoTrans), which OpenBLAS runs faster at small batches. */
-static void widen_transposed(const StTensor *t, float *dst) {
-    size_t rows = (size_t)t->shape[0], cols = (size_t)t->shape[1];
-    float *tmp = xmalloc(rows * cols * sizeof(float));
+/* A Linear weight [out, in] is held packed for matmul() (matmul.h). */
+static int is_linear(const Model *m, const Want *w) { return w->ndim == 2 && w->dst != &m->emb; }
+
+static size_t held_floats(const Model *m, const Want *w) {
+    if (is_linear(m, w)) return matmul_packed_floats((int)w->shape[1], (int)w->shape[0]);
+    return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+}
+
+static void widen_packed(const StTensor *t, float *dst) {
+    float *tmp = xmalloc(st_numel(t) * sizeof(float));
     st_to_f32(t, tmp);
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++) dst[c * rows + r] = tmp[r * cols + c];
+    matmul_pack(dst, tmp, (int)t->shape[1], (int)t->shape[0]);
     free(tmp);
 }
+
+#define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
 
 /* Check names, dtypes and shapes against the config; then widen every weight into one arena. */
 static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *e) {
@@ -162,13 +169,21 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
         while (k < n && strcmp(st->t[i].name, w[k].name) != 0) k++;
         if (k == n) rc = err_set(e, "%s: unexpected tensor '%s'", path, st->t[i].name);
     }
-    if (!rc && !(m->arena = try_calloc(n_params, sizeof(float), path, e))) rc = -1;
     size_t off = 0;
+    for (int i = 0; i < n && !rc; i++) off = (off + ALIGN - 1) / ALIGN * ALIGN + held_floats(m, &w[i]);
+    void *arena = NULL;
+    if (!rc && posix_memalign(&arena, ALIGN * sizeof(float), off * sizeof(float)))
+        rc = err_set(e, "%s: cannot allocate %.1f MB for the weights", path, off * 4 / 1e6);
+    m->arena = arena;
+    m->arena_floats = rc ? 0 : off;
+    off = 0;
     for (int i = 0; i < n && !rc; i++) {
-        *w[i].dst = m->arena + off;
-        if (w[i].ndim == 2 && w[i].dst != &m->emb) widen_transposed(w[i].t, *w[i].dst);
+        size_t start = (off + ALIGN - 1) / ALIGN * ALIGN;
+        memset(m->arena + off, 0, (start - off) * sizeof(float));
+        *w[i].dst = m->arena + start;
+        if (is_linear(m, &w[i])) widen_packed(w[i].t, *w[i].dst);
         else st_to_f32(w[i].t, *w[i].dst);
-        off += st_numel(w[i].t);
+        off = start + held_floats(m, &w[i]);
     }
     m->n_params = rc ? 0 : n_params;
     free(w);

@@ -24,15 +24,15 @@ typedef struct {
     int seq_len;       /* height * width * channels */
 } Config;
 
-/* Linear weights are held transposed, [in, out] (the file has PyTorch's [out, in]), so that
- * y = x W^T + b is the row-major product x Wt + b. */
+/* Linear weights (the file has PyTorch's [out, in]) are held packed for matmul() (matmul.h):
+ * panels of 16 output columns, [n_out/16][in][16]. Every tensor starts on a cache line. */
 typedef struct {
-    float *qkv_w, *qkv_b;      /* [d, 3d], [3d]: columns all q, then all k, then all v */
-    float *out_w, *out_b;      /* [d, d], [d] */
+    float *qkv_w, *qkv_b;      /* [3d, d] packed, [3d]: outputs all q, then all k, then all v */
+    float *out_w, *out_b;      /* [d, d] packed, [d] */
     float *norm1_w, *norm1_b;  /* [d] */
     float *norm2_w, *norm2_b;  /* [d] */
-    float *ff1_w, *ff1_b;      /* [d, d_ff], [d_ff] */
-    float *ff2_w, *ff2_b;      /* [d_ff, d], [d] */
+    float *ff1_w, *ff1_b;      /* [d_ff, d] packed, [d_ff] */
+    float *ff2_w, *ff2_b;      /* [d, d_ff] packed, [d] */
 } LayerWeights;
 
 typedef struct {
@@ -40,8 +40,9 @@ typedef struct {
     float *emb;                /* [257, d/2] */
     LayerWeights *layers;      /* [n_layers] */
     float *norm_w, *norm_b;    /* [d] */
-    float *head_w, *head_b;    /* [d, 3M], [3M] (transposed, like the layers') */
+    float *head_w, *head_b;    /* [3M, d] packed, [3M] */
     float *arena;              /* all weights, one allocation */
+    size_t arena_floats;       /* its size: n_params, the packed panels' padding and the alignment */
     size_t n_params;
     int n_meta;                /* metadata, all strings */
     char **meta_keys, **meta_vals;

@@ -3,13 +3,13 @@
  * after the sum (post-norm, the paper) or before the sublayer (pre-norm). */
 #include "transformer.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
+#include "matmul.h"
 
 static size_t state_floats(const Config *c, int B, size_t *kv) {
     size_t L = c->n_layers, H = c->n_heads, D = c->d_head;
@@ -75,37 +75,18 @@ void runstate_reset(RunState *s, const Config *c) {
     s->n_pos = 0;
 }
 
-/* out[rows, n_out] = in[rows, n_in] W^T + b, with Wt = W^T held as [n_in, n_out] (model.h).
- * Each thread takes a block of output columns: a single-threaded sgemm that reads only its
- * share of the weights (OpenBLAS's own threading splits a 64-row batch poorly). */
-static void linear(float *out, const float *in, const float *Wt, const float *b, int rows, int n_in, int n_out) {
-    #pragma omp parallel
-    {
-        int nt = omp_get_num_threads(), t = omp_get_thread_num();
-        int c0 = (int)((long)n_out * t / nt) & ~15, c1 = t == nt - 1 ? n_out : (int)((long)n_out * (t + 1) / nt) & ~15;
-        if (c1 > c0) {
-            for (int r = 0; r < rows; r++) memcpy(out + (size_t)r * n_out + c0, b + c0, (c1 - c0) * sizeof(float));
-            if (rows == 1)   /* a matrix-vector product reads the weights once; sgemm would pack them first */
-                cblas_sgemv(CblasRowMajor, CblasTrans, n_in, c1 - c0, 1.0f, Wt + c0, n_out, in, 1, 1.0f, out + c0, 1);
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, c1 - c0, n_in,
-                            1.0f, in, n_in, Wt + c0, n_out, 1.0f, out + c0, n_out);
-        }
-    }
+static void layernorm_row(float *o, const float *x, const float *w, const float *b, int d) {
+    float mean = 0, var = 0;
+    for (int i = 0; i < d; i++) mean += x[i];
+    mean /= d;
+    for (int i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(var / d + LN_EPS);
+    for (int i = 0; i < d; i++) o[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
 static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
     #pragma omp parallel for schedule(static) if (rows >= 64)
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * d;
-        float *o = out + (size_t)r * d;
-        float mean = 0, var = 0;
-        for (int i = 0; i < d; i++) mean += xr[i];
-        mean /= d;
-        for (int i = 0; i < d; i++) var += (xr[i] - mean) * (xr[i] - mean);
-        float inv = 1.0f / sqrtf(var / d + LN_EPS);
-        for (int i = 0; i < d; i++) o[i] = (xr[i] - mean) * inv * w[i] + b[i];
-    }
+    for (int r = 0; r < rows; r++) layernorm_row(out + (size_t)r * d, x + (size_t)r * d, w, b, d);
 }
 
 static void activation(float *x, size_t n, int gelu) {
@@ -117,12 +98,14 @@ static void activation(float *x, size_t n, int gelu) {
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
 }
 
-/* x = x + y, then (post-norm) x = LN(x). */
+/* x = x + y, then (post-norm) x = LN(x), a row at a time (one pass, one barrier). */
 static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
-    size_t n = (size_t)rows * d;
-    #pragma omp parallel for schedule(static) if (n >= 65536)
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
-    if (post) layernorm(x, x, w, b, rows, d);
+    #pragma omp parallel for schedule(static) if (rows >= 64)
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * d;
+        for (int i = 0; i < d; i++) xr[i] += y[(size_t)r * d + i];
+        if (post) layernorm_row(xr, xr, w, b, d);
+    }
 }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
@@ -134,22 +117,22 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d); in = s->xn; }
-    linear(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
+    matmul(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
     if (c->attention == ATTN_LINEAR)
         linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    linear(s->xn, s->att, w->out_w, w->out_b, rows, d, d);
+    matmul(s->xn, s->att, w->out_w, w->out_b, rows, d, d);
     residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre);
 
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d); in = s->xn; }
-    linear(s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff);
+    matmul(s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff);
     activation(s->hid, (size_t)rows * c->d_ff, c->gelu);
-    linear(s->xn, s->hid, w->ff2_w, w->ff2_b, rows, c->d_ff, d);
+    matmul(s->xn, s->hid, w->ff2_w, w->ff2_b, rows, c->d_ff, d);
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre);
 }
 
@@ -165,7 +148,7 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d);
-    linear(s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M);
+    matmul(s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M);
     for (int r = 0; r < rows; r++)   /* log-scales clamped below */
         for (int i = 2 * M; i < 3 * M; i++) {
             float *v = &s->out[(size_t)r * 3 * M + i];

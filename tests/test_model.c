@@ -12,9 +12,12 @@
 #include "safetensors.h"
 
 /* Where element `idx` of a file tensor [rows, cols] is held in memory: Linear weights
- * (cols > 0) are kept transposed, [cols, rows] (model.h); everything else as in the file. */
+ * (cols > 0) W[o][i] are packed in panels of 16 rows o, [rows/16][cols][16] (model.h);
+ * everything else as in the file. */
 static size_t held_at(size_t idx, size_t rows, size_t cols) {
-    return cols ? (idx % cols) * rows + idx / cols : idx;
+    (void)rows;
+    size_t o = cols ? idx / cols : 0, i = cols ? idx % cols : 0;
+    return cols ? ((o / 16) * cols + i) * 16 + o % 16 : idx;
 }
 
 static char tmpdir[64];   /* made by the group setup, removed by its teardown */
@@ -345,7 +348,8 @@ static void test_load_buffer(void **state) {
     assert_non_null(buf);
     if (model_load_buffer(&b, buf, len, "in memory", &e)) fail_msg("%s", e.msg);
     assert_int_equal(a.n_params, b.n_params);
-    assert_memory_equal(a.arena, b.arena, a.n_params * sizeof(float));
+    assert_int_equal(a.arena_floats, b.arena_floats);
+    assert_memory_equal(a.arena, b.arena, a.arena_floats * sizeof(float));
     assert_string_equal(model_meta(&a, "dataset"), model_meta(&b, "dataset"));
     model_free(&a);
     model_free(&b);
@@ -432,7 +436,7 @@ static void test_fixture_values(void **state) {
     }
     /* the arena is one block in the order of the file format's list */
     assert_ptr_equal(m.emb, m.arena);
-    assert_ptr_equal(m.head_b + 9, m.arena + m.n_params);
+    assert_ptr_equal(m.head_b + 9, m.arena + m.arena_floats);
     model_free(&m);
     model_free(&m);   /* freeing twice is harmless */
 }
@@ -477,7 +481,7 @@ static void test_shipped_model(void **state) {
     assert_int_equal(m.cfg.seq_len, 784);
     assert_int_equal(m.n_params, 6359198);
     assert_int_equal(m.n_params, expected_params(&m.cfg));
-    for (size_t i = 0; i < m.n_params; i++) assert_true(isfinite(m.arena[i]));
+    for (size_t i = 0; i < m.arena_floats; i++) assert_true(isfinite(m.arena[i]));
     assert_int_equal(model_state_bytes(&m.cfg, 784), 270336);
     model_free(&m);
 }

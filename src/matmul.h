@@ -1,0 +1,22 @@
+/* y = x W^T + b for the Linear layers, with W packed once, when the model is loaded.
+ *
+ * Packed layout: the output columns in panels of MATMUL_NR (16); panel p holds
+ * W[16p + j][i] at [p][i][j], zero past the last column. A panel is the micro-kernel's whole
+ * right-hand operand, read front to back, so no product packs the weights again: at a batch of
+ * 64 rows (RNN sampling) packing was a fifth of OpenBLAS's time, since the weights stream from
+ * memory at every step. */
+#ifndef LINGEN_MATMUL_H
+#define LINGEN_MATMUL_H
+#include <stddef.h>
+
+#define MATMUL_NR 16
+
+/* Floats a packed [n_out, n_in] weight takes. */
+size_t matmul_packed_floats(int n_in, int n_out);
+/* Where W[o][i] is held in the packed weight. */
+size_t matmul_packed_index(int n_in, int o, int i);
+/* Pack W, row-major [n_out, n_in] (PyTorch's Linear.weight), into dst. */
+void matmul_pack(float *dst, const float *W, int n_in, int n_out);
+/* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
+void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out);
+#endif

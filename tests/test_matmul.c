@@ -1,0 +1,73 @@
+/* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
+ * that hit every row-tile remainder, a narrow last panel and more than one row block. */
+#include "testutil.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include "matmul.h"
+
+static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
+
+static void check(int rows, int n_in, int n_out) {
+    unsigned seed = (unsigned)(rows * 7919 + n_in * 31 + n_out);
+    float *W = malloc(sizeof(float) * n_in * n_out), *x = malloc(sizeof(float) * rows * n_in);
+    float *b = malloc(sizeof(float) * n_out), *out = malloc(sizeof(float) * rows * n_out);
+    float *Wp = malloc(sizeof(float) * matmul_packed_floats(n_in, n_out));
+    for (int i = 0; i < n_in * n_out; i++) W[i] = uniform(&seed);
+    for (int i = 0; i < rows * n_in; i++) x[i] = uniform(&seed);
+    for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
+    matmul_pack(Wp, W, n_in, n_out);
+    for (int i = 0; i < rows * n_out; i++) out[i] = NAN;   /* every element must be written */
+    matmul(out, x, Wp, b, rows, n_in, n_out);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < n_out; o++) {
+            double want = b[o], mag = fabs(b[o]);
+            for (int i = 0; i < n_in; i++) {
+                want += (double)x[r * n_in + i] * W[o * n_in + i];
+                mag += fabs((double)x[r * n_in + i] * W[o * n_in + i]);
+            }
+            double got = out[r * n_out + o];
+            if (!(fabs(got - want) <= 1e-6 * mag + 1e-7))
+                fail_msg("rows %d, n_in %d, n_out %d: out[%d][%d] = %.9g, expected %.9g", rows, n_in, n_out, r, o,
+                         got, want);
+        }
+    free(W); free(x); free(b); free(out); free(Wp);
+}
+
+static void test_against_reference(void **state) {
+    (void)state;
+    const int rows[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 65, 200};
+    const int n_in[] = {1, 3, 16, 33, 256};
+    const int n_out[] = {1, 9, 16, 17, 30, 48};
+    for (int t = 1; t <= 2; t++) {   /* one and two threads share the work differently */
+        omp_set_num_threads(t);
+        for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
+            for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
+                for (size_t k = 0; k < sizeof n_out / sizeof *n_out; k++) check(rows[a], n_in[c], n_out[k]);
+    }
+}
+
+/* The packed layout: W[o][i] lands at matmul_packed_index, the padding of the last panel is zero. */
+static void test_pack_layout(void **state) {
+    (void)state;
+    int n_in = 5, n_out = 20;
+    float W[100], Wp[160];
+    for (int i = 0; i < 100; i++) W[i] = (float)(i + 1);
+    assert_int_equal(matmul_packed_floats(n_in, n_out), 160);
+    matmul_pack(Wp, W, n_in, n_out);
+    for (int o = 0; o < n_out; o++)
+        for (int i = 0; i < n_in; i++) assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
+    assert_int_equal(matmul_packed_index(n_in, 17, 2), (1 * 5 + 2) * 16 + 1);
+    int zeros = 0;
+    for (int i = 0; i < 160; i++) zeros += Wp[i] == 0;
+    assert_int_equal(zeros, 60);   /* 12 padding columns x 5 */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_pack_layout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
