@@ -6,7 +6,9 @@ usage: plot_compare.py COMPARE.json OUT.png
 
 Rows 1 and 2 (linear RNN mode, softmax with a KV cache) are timed at every position; rows 3 and 4
 (recomputing the prefix) at the sampled positions only, drawn with markers. Log-scale time axis:
-the linear RNN's line is flat, the softmax lines rise with the position. Run by `lingen compare
+the linear RNN's line is flat, the softmax lines rise with the position. A second panel draws the
+resident memory of rows 1 and 2 after each position: flat for the RNN state, rising as the KV
+cache fills. Run by `lingen compare
 --plot`; needs matplotlib (Debian: python3-matplotlib).
 """
 import json
@@ -27,7 +29,10 @@ def plot(cmp, out):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    mem = [r for r in cmp["rows"] if "rss_bytes" in r["latency"]]
+    fig, axes = plt.subplots(2 if mem else 1, 1, figsize=(8, 8 if mem else 5), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]} if mem else None)
+    ax = axes[0][0]
     for row in cmp["rows"]:
         lat = row["latency"]
         colour, marker = STYLE.get(row["key"], (None, "."))
@@ -35,11 +40,22 @@ def plot(cmp, out):
                 linewidth=1.0 if marker is None else 1.5,
                 label=f'{row["row"]}. {row["name"]}' + (" (sampled positions)" if row["extrapolated"] else ""))
     ax.set_yscale("log")
-    ax.set_xlabel("position (sub-pixel index)")
     ax.set_ylabel(f'seconds per step, batch of {cmp["batch"]}')
     ax.set_title(f'lingen compare: {cmp["dataset"]}, N = {cmp["seq_len"]}, {cmp["threads"]} threads')
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    if mem:
+        mx = axes[1][0]
+        for row in mem:
+            lat = row["latency"]
+            mx.plot(lat["positions"], [b / 1e6 for b in lat["rss_bytes"]], color=STYLE.get(row["key"], (None,))[0],
+                    label=f'{row["row"]}. {row["name"]}')
+        mx.set_ylabel("resident memory, MB")
+        mx.set_ylim(bottom=0)
+        mx.grid(True, alpha=0.3)
+        mx.legend(fontsize=8)
+        ax = mx
+    ax.set_xlabel("position (sub-pixel index)")
     fig.tight_layout()
     # Write beside the target, then rename: never a half-written PNG.
     fd, tmp = tempfile.mkstemp(suffix=".png", dir=os.path.dirname(os.path.abspath(out)))

@@ -18,11 +18,13 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
+#include "reslimits.h"
 #include "transformer.h"
 
 #define RECOMPUTE_POSITIONS 12   /* prefix lengths timed for the recompute rows */
 
-/* What a measuring child sends back, followed by n_lat ints (positions) and n_lat doubles. */
+/* What a measuring child sends back, followed by n_lat ints (positions), n_lat doubles (seconds)
+ * and n_lat doubles (resident bytes; NAN where not measured). */
 typedef struct {
     int failed;
     char msg[512];
@@ -33,7 +35,7 @@ typedef struct {
 
 /* A measurement, run in a child with its model loaded; fills r and, for a speed, the latencies. */
 typedef struct Job Job;
-typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e);
+typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e);
 struct Job {
     JobFn *run;
     const char *model;              /* loaded in the child; NULL: none */
@@ -42,21 +44,22 @@ struct Job {
     int n_imgs, n, batch;
 };
 
-static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
-    (void)j; (void)m; (void)pos; (void)sec; (void)e;
+static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
+    (void)j; (void)m; (void)pos; (void)sec; (void)rss; (void)e;
     r->value = sgemm_gflops();
     return 0;
 }
 
-/* Rows 1 and 2: generate() as `lingen sample` runs it, with the time of every position. */
-static int job_generate(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+/* Rows 1 and 2: generate() as `lingen sample` runs it, with the time of every position and the
+ * resident memory after it. */
+static int job_generate(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     int N = m->cfg.seq_len, n_batches = (j->n + j->batch - 1) / j->batch;
     unsigned char *imgs = try_calloc((size_t)j->n, N, "images", e);
     if (!imgs) return -1;
-    for (int t = 0; t < N; t++) sec[t] = 0;
+    for (int t = 0; t < N; t++) sec[t] = 0, rss[t] = NAN;
     Progress p;
     progress_start(&p, j->what, j->n);
-    GenOptions go = {.seed = 1, .batch = j->batch, .step_seconds = sec, .progress = &p};
+    GenOptions go = {.seed = 1, .batch = j->batch, .step_seconds = sec, .step_rss = rss, .progress = &p};
     double t0 = now_seconds();
     int done = generate(m, imgs, j->n, &go, e);
     double secs = now_seconds() - t0;
@@ -71,7 +74,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
 
 /* Rows 3 and 4: drawing position t without a state or cache means a forward over the whole prefix
  * (t+1 tokens) for the batch; time it at a few t and sum the interpolation over all N. */
-static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
+static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, B = j->batch;
     RunState s;
@@ -91,6 +94,7 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
         double t0 = now_seconds();
         transformer_forward(m, &s, tok, B, T);
         sec[i] = now_seconds() - t0;
+        rss[i] = NAN;
         progress_update(&p, done += T);
     }
     progress_end(&p);
@@ -101,8 +105,8 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
     return 0;
 }
 
-static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *sec, Err *e) {
-    (void)pos; (void)sec;
+static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
+    (void)pos; (void)sec; (void)rss;
     double *per = xcalloc(j->n_imgs, sizeof(double));
     Progress p;
     progress_start(&p, j->what, j->n_imgs);
@@ -135,47 +139,36 @@ static int read_all(int fd, void *buf, size_t n) {
     return 0;
 }
 
-/* Peak resident set size of this process in bytes (Linux), NAN if unknown. */
-static double peak_rss(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = NAN;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
-    if (f) fclose(f);
-    return kb * 1024;
-}
-
 /* The child's side: load the model, run the job, send the report. Never returns. */
-static void child(const Job *j, int fd, int *pos, double *sec) {
+static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     Report r = {0};
     Err e = {""};
     Model m;
     int loaded = j->model && model_load(&m, j->model, &e) == 0;
-    if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, &e)) {
+    if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
         r.n_lat = 0;
         snprintf(r.msg, sizeof r.msg, "%s", e.msg);
     }
     if (loaded) model_free(&m);
-    r.peak_rss = peak_rss();
+    r.peak_rss = reslimits_peak_resident_bytes();
     int bad = write_all(fd, &r, sizeof r) || write_all(fd, pos, r.n_lat * sizeof *pos) ||
-              write_all(fd, sec, r.n_lat * sizeof *sec);
+              write_all(fd, sec, r.n_lat * sizeof *sec) || write_all(fd, rss, r.n_lat * sizeof *rss);
     _exit(bad ? EXIT_FAIL : EXIT_OK);
 }
 
-/* Run j in a forked child; pos and sec (capacity N) receive its latencies. */
-static int run_job(const Job *j, Report *r, int *pos, double *sec) {
+/* Run j in a forked child; pos, sec and rss (capacity N) receive its latencies and memory. */
+static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss) {
     int fd[2];
     if (pipe(fd)) { fprintf(stderr, "lingen: pipe: %s\n", strerror(errno)); return -1; }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); close(fd[0]); close(fd[1]); return -1; }
-    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec); }
+    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss); }
     close(fd[1]);
     int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
-              read_all(fd[0], sec, r->n_lat * sizeof *sec);
+              read_all(fd[0], sec, r->n_lat * sizeof *sec) || read_all(fd[0], rss, r->n_lat * sizeof *rss);
     close(fd[0]);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
@@ -337,16 +330,18 @@ int cmd_compare(int argc, char **argv) {
     for (int i = 0; i < N_ROWS; i++) {
         c.rows[i].lat_pos = xcalloc(N, sizeof(int));
         c.rows[i].lat_sec = xcalloc(N, sizeof(double));
+        if (!row_extrapolated(i)) c.rows[i].lat_rss = xcalloc(N, sizeof(double));
     }
-    int *no_pos = xcalloc(N, sizeof(int));   /* for the jobs that send no latencies */
-    double *no_sec = xcalloc(N, sizeof(double));
+    int *no_pos = xcalloc(N, sizeof(int));   /* for what a job sends that no row keeps */
+    double *no_sec = xcalloc(N, sizeof(double)), *no_rss = xcalloc(N, sizeof(double));
     int rc = 0;
     for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
         Job j = {plan[i].run, plan[i].model, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
         CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
         int speed = plan[i].gives == SPEED;
         Report rep;
-        if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec)) rc = 1;
+        if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec,
+                    speed && w->lat_rss ? w->lat_rss : no_rss)) rc = 1;
         else if (plan[i].gives == SGEMM) c.sgemm_gflops = rep.value;
         else if (speed) {
             w->images_per_s = rep.value;
@@ -366,9 +361,10 @@ int cmd_compare(int argc, char **argv) {
         if (rc == 0 && png && plot_from(&c, json, png)) rc = 1;
         if (rc == 0 && png) printf("plot: %s\n", png);
     }
-    for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); }
+    for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }
     free(no_pos);
     free(no_sec);
+    free(no_rss);
     dataset_free(&ds);
     return rc;
 }

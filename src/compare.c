@@ -88,7 +88,8 @@ static const char *fmt_seconds(char *buf, size_t n, double v) {
 }
 
 static const char *fmt_bytes(char *buf, size_t n, double v) {
-    if (v >= 1e9) snprintf(buf, n, "%.2f GB", v / 1e9);
+    if (isnan(v)) snprintf(buf, n, "n/a");
+    else if (v >= 1e9) snprintf(buf, n, "%.2f GB", v / 1e9);
     else if (v >= 1e6) snprintf(buf, n, "%.1f MB", v / 1e6);
     else if (v >= 1e3) snprintf(buf, n, "%.1f KB", v / 1e3);
     else snprintf(buf, n, "%.0f B", v);
@@ -130,6 +131,13 @@ void compare_print(FILE *f, const Comparison *c) {
         fprintf(f, "%s %s %s -> %s (x%.2f)", r ? ";" : "", r ? "softmax KV cache" : "linear RNN",
                 fmt_seconds(a, sizeof a, first), fmt_seconds(b, sizeof b, last), ratio(last, first));
     }
+    fprintf(f, "\nresident memory after the first vs the last position:");
+    for (int r = ROW_LINEAR_RNN; r <= ROW_SOFTMAX_KV; r++) {
+        const CompareRow *w = &c->rows[r];
+        double first = w->lat_rss && w->n_lat ? w->lat_rss[0] : NAN, last = w->lat_rss && w->n_lat ? w->lat_rss[w->n_lat - 1] : NAN;
+        fprintf(f, "%s %s %s -> %s", r ? ";" : "", r ? "softmax KV cache" : "linear RNN",
+                fmt_bytes(a, sizeof a, first), fmt_bytes(b, sizeof b, last));
+    }
     fprintf(f, "\nsgemm ceiling: 1024^3 sgemm at %.1f GFLOP/s (%d threads) / %.2f GFLOP per image = %s images/s;\n"
                "  RNN mode reaches %.1f%% of it.\n",
             c->sgemm_gflops, c->threads, c->flops_per_image / 1e9, fmt_num(a, sizeof a, c->ceiling_ips),
@@ -168,6 +176,7 @@ static cJSON *row_json(const Comparison *c, int r) {
         compare_edges(w->lat_sec, w->n_lat, &first, &last);
         cJSON_AddNumberToObject(lat, "first_10pct_mean_s", first);
         cJSON_AddNumberToObject(lat, "last_10pct_mean_s", last);
+        if (w->lat_rss) cJSON_AddItemToObject(lat, "rss_bytes", cJSON_CreateDoubleArray(w->lat_rss, w->n_lat));
     }
     return o;
 }

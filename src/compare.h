@@ -19,6 +19,7 @@ typedef struct {
     int n_lat;                       /* per-step latency: seconds for one batch step at each ... */
     int *lat_pos;                    /* ... 0-based position (all N, or the sampled ones) */
     double *lat_sec;
+    double *lat_rss;                 /* rows 1-2: resident bytes after each position (NULL: none) */
 } CompareRow;
 
 typedef struct {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dmol.h"
+#include "reslimits.h"
 #include "rng.h"
 #include "transformer.h"
 #include "util.h"
@@ -38,6 +39,10 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
             for (int b = 0; b < nb; b++)
                 img[(size_t)b * N + t] = (unsigned char)dmol_sample(s.out + (size_t)b * 3 * M, M, &rng[b]);
             if (o->step_seconds) o->step_seconds[t] += now_seconds() - t0;
+            if (o->step_rss) {
+                double rss = reslimits_resident_bytes();
+                if (!(o->step_rss[t] >= rss)) o->step_rss[t] = rss;
+            }
             if (o->progress) progress_update(o->progress, (double)start + (double)nb * (t + 1 - P) / (N - P));
             if (o->stop && *o->stop) goto out;
         }

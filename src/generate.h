@@ -17,6 +17,7 @@ typedef struct {
     int prefix_len;                  /* they go through the parallel form once, then steps */
     volatile sig_atomic_t *stop;     /* when set, stop after the current position */
     double *step_seconds;            /* [N] or NULL: time of each position, summed over batches */
+    double *step_rss;                /* [N] or NULL: resident bytes after each position (largest over batches) */
     Progress *progress;              /* or NULL */
 } GenOptions;
 

@@ -1,6 +1,7 @@
 /* Resource limits: how much memory a run can still get, and whether a batch fits in it. */
 #include "reslimits.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,20 @@ static size_t rlimit_room(void) {
     size_t used = (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
     return rl.rlim_cur > used ? (size_t)(rl.rlim_cur - used) : 0;
 }
+
+static double status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = NAN;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':') { kb = strtod(line + n + 1, NULL); break; }
+    if (f) fclose(f);
+    return kb;
+}
+
+double reslimits_resident_bytes(void) { return status_kb("VmRSS") * 1024; }
+double reslimits_peak_resident_bytes(void) { return status_kb("VmHWM") * 1024; }
 
 size_t reslimits_available_memory(void) {
     char text[8192];

@@ -12,6 +12,11 @@
  * every ancestor's), and the room left under RLIMIT_AS. SIZE_MAX when none can be read. */
 size_t reslimits_available_memory(void);
 
+/* This process's resident set size now (VmRSS) and at its peak (VmHWM), in bytes; NAN when
+ * /proc/self/status cannot be read. */
+double reslimits_resident_bytes(void);
+double reslimits_peak_resident_bytes(void);
+
 /* Can a batch of `batch` items run in `available` bytes, needing fixed + batch * per_item?
  * 0 if so; else -1 and e says, after `what`, how much is needed, how much there is, and the
  * largest --batch that fits (or that not even one item does). */

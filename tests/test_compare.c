@@ -88,13 +88,20 @@ static void test_paper(void **state) {
 
 #define N_POS 50
 static int all_pos[N_POS], some_pos[4] = {0, 16, 33, 49};
+static double lin_rss[N_POS], kv_rss[N_POS];
 static double lin_sec[N_POS], kv_sec[N_POS], rc_sec[4] = {0.1, 1, 2, 3}, lr_sec[4] = {0.05, 0.2, 0.4, 0.6};
 
 static Comparison made_up(void) {
     Comparison c = {.dataset = "mnist", .linear_model = "lin.bin", .softmax_model = "soft.bin", .seq_len = N_POS,
                     .n_images = 16, .batch = 8, .test_images = 100, .threads = 2,
                     .sgemm_gflops = 100, .flops_per_image = 1e10};
-    for (int t = 0; t < N_POS; t++) { all_pos[t] = t; lin_sec[t] = 0.01; kv_sec[t] = 0.01 + 0.001 * t; }
+    for (int t = 0; t < N_POS; t++) {
+        all_pos[t] = t;
+        lin_sec[t] = 0.01;
+        kv_sec[t] = 0.01 + 0.001 * t;
+        lin_rss[t] = 5e7;
+        kv_rss[t] = 6e7 + 1e6 * t;
+    }
     const double ips[N_ROWS] = {10, 2, 0.1, 0.5};
     for (int r = 0; r < N_ROWS; r++) {
         CompareRow *w = &c.rows[r];
@@ -107,6 +114,7 @@ static Comparison made_up(void) {
         w->n_lat = sampled ? 4 : N_POS;
         w->lat_pos = sampled ? some_pos : all_pos;
         w->lat_sec = r == ROW_LINEAR_RNN ? lin_sec : r == ROW_SOFTMAX_KV ? kv_sec : r == ROW_SOFTMAX_RECOMPUTE ? rc_sec : lr_sec;
+        w->lat_rss = r == ROW_LINEAR_RNN ? lin_rss : r == ROW_SOFTMAX_KV ? kv_rss : NULL;
     }
     compare_finish(&c);
     return c;
@@ -145,6 +153,7 @@ static void test_print(void **state) {
     assert_non_null(strstr(buf, "142.8 images/s"));
     assert_non_null(strstr(buf, "317x"));
     assert_non_null(strstr(buf, "100.0% of it"));
+    assert_non_null(strstr(buf, "linear RNN 50.0 MB -> 50.0 MB; softmax KV cache 60.0 MB -> 109.0 MB"));
     free(buf);
 }
 
@@ -209,6 +218,13 @@ static void test_json_shape(void **state) {
         assert_int_equal(cJSON_GetArraySize(s), c.rows[r].n_lat);
         assert_int_equal(cJSON_GetArrayItem(p, c.rows[r].n_lat - 1)->valueint, N_POS - 1);
         assert_true(cJSON_IsNumber(cJSON_GetArrayItem(s, 0)));
+        const cJSON *rss = cJSON_GetObjectItemCaseSensitive(lat, "rss_bytes");   /* rows 1-2 only */
+        if (r <= ROW_SOFTMAX_KV) {
+            assert_true(cJSON_IsArray(rss));
+            assert_int_equal(cJSON_GetArraySize(rss), N_POS);
+            assert_float_equal(cJSON_GetArrayItem(rss, N_POS - 1)->valuedouble, r ? 1.09e8 : 5e7, 1e-3);
+        } else
+            assert_null(rss);
     }
     assert_string_equal(get(cJSON_GetArrayItem(rows, 1), "model", cJSON_IsString)->valuestring, "soft.bin");
     assert_true(cJSON_IsTrue(get(cJSON_GetArrayItem(rows, 2), "extrapolated", cJSON_IsBool)));

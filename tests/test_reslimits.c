@@ -2,6 +2,7 @@
  * process can get, under an address-space limit too. */
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -105,6 +106,21 @@ static void test_rlimit_as(void **state) {
 }
 #endif
 
+/* Touching 64 MB raises the resident set by about that much; the peak is never below it. */
+static void test_resident_bytes(void **state) {
+    (void)state;
+    double before = reslimits_resident_bytes();
+    assert_true(before > 0);
+    size_t n = 64u << 20;
+    volatile char *p = malloc(n);
+    assert_non_null((void *)p);
+    for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+    double after = reslimits_resident_bytes();
+    assert_true(after - before > 0.9 * n);
+    assert_true(reslimits_peak_resident_bytes() >= after);
+    free((void *)p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_meminfo),
@@ -112,6 +128,7 @@ int main(void) {
         cmocka_unit_test(test_max_batch),
         cmocka_unit_test(test_check_batch),
         cmocka_unit_test(test_available_memory),
+        cmocka_unit_test(test_resident_bytes),
 #ifndef UNDER_ASAN
         cmocka_unit_test(test_rlimit_as),
 #endif
