@@ -45,8 +45,12 @@ test: deps data
 data:
 	@[ -d "$(LINGEN_DATA)/mnist" ] && [ -d "$(LINGEN_DATA)/cifar-10" ] || bash data/fetch.sh all "$(LINGEN_DATA)"
 
-test-c: $(TESTS)
-	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
+test-c: $(TESTS) $(BUILD)/test_matmul_portable
+	@set -e; for t in $(TESTS) $(BUILD)/test_matmul_portable; do echo "== $$t"; ./$$t; done
+
+# The matmul tests again on the portable C micro-kernel (the one machines without AVX2 run).
+$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX2__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(PYTHON) -m unittest -v test_reference.py
