@@ -134,7 +134,8 @@ void compare_print(FILE *f, const Comparison *c) {
     fprintf(f, "\nresident memory after the first vs the last position:");
     for (int r = ROW_LINEAR_RNN; r <= ROW_SOFTMAX_KV; r++) {
         const CompareRow *w = &c->rows[r];
-        double first = w->lat_rss && w->n_lat ? w->lat_rss[0] : NAN, last = w->lat_rss && w->n_lat ? w->lat_rss[w->n_lat - 1] : NAN;
+        int have = w->lat_rss && w->n_lat > 0;
+        double first = have ? w->lat_rss[0] : NAN, last = have ? w->lat_rss[w->n_lat - 1] : NAN;
         fprintf(f, "%s %s %s -> %s", r ? ";" : "", r ? "softmax KV cache" : "linear RNN",
                 fmt_bytes(a, sizeof a, first), fmt_bytes(b, sizeof b, last));
     }

@@ -85,7 +85,7 @@ static int parse_config(Config *c, const SafeTensors *st, const char *path, Err 
 }
 
 /* One tensor the file must hold: name, shape (1-D when cols is 0), and where it goes. */
-typedef struct { char name[64]; int ndim; int64_t shape[2]; float **dst; const StTensor *t; } Want;
+typedef struct { char name[64]; int ndim; int64_t shape[2]; float **dst; const StTensor *t; size_t at; } Want;
 
 static void want(Want *w, int *n, const char *prefix, const char *suffix, float **dst, int64_t rows, int64_t cols) {
     Want *x = &w[(*n)++];
@@ -169,21 +169,21 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
         while (k < n && strcmp(st->t[i].name, w[k].name) != 0) k++;
         if (k == n) rc = err_set(e, "%s: unexpected tensor '%s'", path, st->t[i].name);
     }
-    size_t off = 0;
-    for (int i = 0; i < n && !rc; i++) off = (off + ALIGN - 1) / ALIGN * ALIGN + held_floats(m, &w[i]);
+    size_t off = 0;   /* where each tensor goes: at the next cache line */
+    for (int i = 0; i < n && !rc; i++) {
+        w[i].at = (off + ALIGN - 1) / ALIGN * ALIGN;
+        off = w[i].at + held_floats(m, &w[i]);
+    }
     void *arena = NULL;
     if (!rc && posix_memalign(&arena, ALIGN * sizeof(float), off * sizeof(float)))
         rc = err_set(e, "%s: cannot allocate %.1f MB for the weights", path, off * 4 / 1e6);
     m->arena = arena;
     m->arena_floats = rc ? 0 : off;
-    off = 0;
+    if (!rc) memset(m->arena, 0, off * sizeof(float));   /* the gaps between tensors */
     for (int i = 0; i < n && !rc; i++) {
-        size_t start = (off + ALIGN - 1) / ALIGN * ALIGN;
-        memset(m->arena + off, 0, (start - off) * sizeof(float));
-        *w[i].dst = m->arena + start;
+        *w[i].dst = m->arena + w[i].at;
         if (is_linear(m, &w[i])) widen_packed(w[i].t, *w[i].dst);
         else st_to_f32(w[i].t, *w[i].dst);
-        off = start + held_floats(m, &w[i]);
     }
     m->n_params = rc ? 0 : n_params;
     free(w);
