@@ -5,7 +5,8 @@
 #   bash scripts/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
 #   bash scripts/gpu_train.sh finish DATASET    # wait for that dataset's runs, bring the models back
 #   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
-# Runs of both datasets can train at once (four processes share the GPU). Each run starts from
+# Runs of both datasets can train at once (four processes share the GPU; on a machine with two
+# GPUs give each dataset its own: CUDA_VISIBLE_DEVICES=1 bash scripts/gpu_train.sh start ...). Each run starts from
 # the shipped models/NAME.bin if it exists (a warm restart), else from scratch.
 # Data: the dataset folder(s) carried in .data/ (an ignored folder; see data/README.md).
 # MNIST (12 MB) travels in one call with `start mnist`. CIFAR-10 (six 28 MB files) does not fit
@@ -15,7 +16,8 @@
 #   call 2: .data/cifar-10/{data_batch_3,data_batch_4}.bin.gz     stage
 #   call 3: .data/cifar-10/{data_batch_5,test_batch}.bin.gz       stage && start cifar10 MIN
 # (remove models/*.bin from the working tree for these calls, `git checkout models` after; a
-# warm restart of CIFAR-10 needs one more call that carries models/cifar*.bin and runs start).
+# warm restart of CIFAR-10 needs one more call that carries the two CIFAR-10 model files, e.g.
+# in an ignored folder .stage4, and runs INIT=.stage4 bash scripts/gpu_train.sh start cifar10 ...).
 # Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
 #   cat NAME.bin.part* > models/NAME.bin
 set -u
@@ -32,8 +34,10 @@ start)
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
     rm -rf $RUN/$name; mkdir -p $RUN/$name
+    # the starting weights: models/NAME.bin of this call's tree, or of a carried folder $INIT
+    init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $RUN/$name/init.bin
     PYTHONUNBUFFERED=1 setsid nohup python3 scripts/train.py --dataset $ds --attention $att \
-      --data $DATA --init models/$name.bin --export $RUN/$name/$name.bin --snapshot $RUN/$name/snapshot.bin \
+      --data $DATA --init $RUN/$name/init.bin --export $RUN/$name/$name.bin --snapshot $RUN/$name/snapshot.bin \
       --ckpt $RUN/$name/ckpt.pt --log $RUN/$name/log.jsonl --minutes $minutes --compile "$@" \
       > $RUN/$name/stdout.txt 2>&1 < /dev/null &
   done
