@@ -3,7 +3,8 @@
 # 10-minute device call; later calls watch it and bring back what it wrote.
 #   bash scripts/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
 #   bash scripts/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
-#   bash scripts/gpu_train.sh finish DATASET    # wait for that dataset's runs, bring the models back
+#   bash scripts/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
+#                                      # dataset's runs, bring the models (or last snapshots) back
 #   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
 # Runs of both datasets can train at once (four processes share the GPU; on a machine with two
 # GPUs give each dataset its own: CUDA_VISIBLE_DEVICES=1 bash scripts/gpu_train.sh start ...). Each run starts from
@@ -46,8 +47,8 @@ watch)
   secs=$1; end=$((SECONDS + secs))
   while [ $SECONDS -lt $end ]; do sleep 20; done ;;
 finish)
-  ds=$1
-  for i in $(seq 1 56); do
+  ds=$1 end=$((SECONDS + ${2:-560}))
+  while [ $SECONDS -lt $end ]; do
     busy=0; for name in $(names $ds); do pgrep -f "export $RUN/$name/" > /dev/null && busy=1; done
     [ $busy = 0 ] && break; sleep 10
   done
