@@ -1,6 +1,6 @@
 # lingen: build, test, run. See README.md.
 CC      ?= cc
-OPT     ?= -O3 -march=native
+OPT     ?= -O3 -march=native -fno-trapping-math
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp
 LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp

@@ -14,6 +14,7 @@
 #define NR MATMUL_NR
 #define MR 6    /* rows per tile: 6 x 2 accumulators + 2 weight vectors + 1 broadcast = 15 of 16 AVX registers */
 #define MB 64   /* rows per block */
+#define PF_LOCALITY 2   /* __builtin_prefetch's: 3 = all cache levels, 0 = none */
 
 size_t matmul_packed_floats(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
 
@@ -25,65 +26,101 @@ void matmul_pack(float *dst, const float *W, int n_in, int n_out) {
         for (int i = 0; i < n_in; i++) dst[matmul_packed_index(n_in, o, i)] = W[(size_t)o * n_in + i];
 }
 
+/* A slice of memory to prefetch while a tile computes: `lines` cache lines from p. */
+typedef struct { const char *p; int lines; } Prefetch;
+
+#define MIN_STEPS 4   /* steps of the kernel's loop per prefetched line, at least */
+
+/* The k-th of n equal slices of `lines` lines from p, at most steps / MIN_STEPS of them. */
+static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps) {
+    size_t l0 = lines * k / n, l1 = lines * (k + 1) / n, most = (size_t)steps / MIN_STEPS;
+    return (Prefetch){p ? p + (l0 << 6) : NULL, (int)(l1 - l0 < most ? l1 - l0 : most)};
+}
+
 /* The micro-kernel: R rows of x times one panel, out[r][0..16) = b + sum_i x[r][i] Wp[i][0..16).
  * R is a constant at every call site, so the loops over r unroll and the accumulators stay
- * in registers. */
+ * in registers. The loop over i runs in segments, one line of f and of g prefetched per
+ * segment, so that the loads spread over the arithmetic. */
 static inline __attribute__((always_inline)) void tile(const int R, float *out, int ldo, const float *x,
-                                                        int ldx, const float *Wp, int n_in, const float *b) {
+                                                        int ldx, const float *Wp, int n_in, const float *b,
+                                                        Prefetch f, Prefetch g) {
+    int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
 #if defined(__AVX2__) && defined(__FMA__)
     __m256 lo[MR], hi[MR];
     for (int r = 0; r < R; r++) { lo[r] = _mm256_loadu_ps(b); hi[r] = _mm256_loadu_ps(b + 8); }
-    for (int i = 0; i < n_in; i++) {
-        __m256 w0 = _mm256_loadu_ps(Wp + (size_t)i * NR), w1 = _mm256_loadu_ps(Wp + (size_t)i * NR + 8);
-        for (int r = 0; r < R; r++) {
-            __m256 xr = _mm256_broadcast_ss(x + (size_t)r * ldx + i);
-            lo[r] = _mm256_fmadd_ps(xr, w0, lo[r]);
-            hi[r] = _mm256_fmadd_ps(xr, w1, hi[r]);
+#else   /* portable: the same arithmetic, left to the compiler */
+    float acc[MR][NR];
+    for (int r = 0; r < R; r++) memcpy(acc[r], b, sizeof acc[r]);
+#endif
+    for (int s = 0; s == 0 || s < nseg; s++) {
+        if (s < f.lines) __builtin_prefetch(f.p + ((size_t)s << 6), 0, PF_LOCALITY);
+        if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
+        for (int end = s + 1 >= nseg ? n_in : i + len; i < end; i++) {
+#if defined(__AVX2__) && defined(__FMA__)
+            __m256 w0 = _mm256_loadu_ps(Wp + (size_t)i * NR), w1 = _mm256_loadu_ps(Wp + (size_t)i * NR + 8);
+            for (int r = 0; r < R; r++) {
+                __m256 xr = _mm256_broadcast_ss(x + (size_t)r * ldx + i);
+                lo[r] = _mm256_fmadd_ps(xr, w0, lo[r]);
+                hi[r] = _mm256_fmadd_ps(xr, w1, hi[r]);
+            }
+#else
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * Wp[(size_t)i * NR + j];
+#endif
         }
     }
+#if defined(__AVX2__) && defined(__FMA__)
     for (int r = 0; r < R; r++) {
         _mm256_storeu_ps(out + (size_t)r * ldo, lo[r]);
         _mm256_storeu_ps(out + (size_t)r * ldo + 8, hi[r]);
     }
-#else   /* portable: the same arithmetic, left to the compiler */
-    float acc[MR][NR];
-    for (int r = 0; r < R; r++) memcpy(acc[r], b, sizeof acc[r]);
-    for (int i = 0; i < n_in; i++)
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * Wp[(size_t)i * NR + j];
+#else
     for (int r = 0; r < R; r++) memcpy(out + (size_t)r * ldo, acc[r], sizeof acc[r]);
 #endif
 }
 
 /* rows x ncols (ncols <= 16) of out from one panel; a narrower last panel goes through tmp. */
 static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp, int n_in,
-                  const float *b, int rows, int ncols) {
+                  const float *b, int rows, int ncols, const char *next, const char *pf, size_t pf_lines) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
+    int tiles = (rows + MR - 1) / MR;
     for (int r = 0; r < rows; r += MR) {
+        /* this tile's share of the caller's lines, and of the next panel's weights: only the
+         * first tile reads a panel from memory, and the arithmetic would wait for it */
+        Prefetch f = slice(pf, pf_lines, r / MR, tiles, n_in);
+        Prefetch g = slice(next, next ? (size_t)n_in * NR * sizeof *Wp / 64 : 0, r / MR, tiles, n_in);
         int R = rows - r < MR ? rows - r : MR, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
         const float *xr = x + (size_t)r * ldx;
         switch (R) {
-        case 6: tile(6, o, ld, xr, ldx, Wp, n_in, b); break;
-        case 5: tile(5, o, ld, xr, ldx, Wp, n_in, b); break;
-        case 4: tile(4, o, ld, xr, ldx, Wp, n_in, b); break;
-        case 3: tile(3, o, ld, xr, ldx, Wp, n_in, b); break;
-        case 2: tile(2, o, ld, xr, ldx, Wp, n_in, b); break;
-        default: tile(1, o, ld, xr, ldx, Wp, n_in, b); break;
+        case 6: tile(6, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        case 5: tile(5, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        case 4: tile(4, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        case 3: tile(3, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        case 2: tile(2, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        default: tile(1, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
         }
         if (ncols < NR)
             for (int k = 0; k < R; k++) memcpy(out + (size_t)(r + k) * ldo, tmp + k * NR, ncols * sizeof *out);
     }
 }
 
-void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out) {
+void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+                     const void *pf, size_t pf_bytes) {
     int np = (n_out + NR - 1) / NR, nb = (rows + MB - 1) / MB;
+    size_t items = (size_t)nb * np, lines = pf ? (pf_bytes + 63) / 64 : 0;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int rb = 0; rb < nb; rb++)
         for (int p = 0; p < np; p++) {
             int r0 = rb * MB, c0 = p * NR;
+            size_t k = (size_t)rb * np + p, l0 = lines * k / items, l1 = lines * (k + 1) / items;
             panel(out + (size_t)r0 * n_out + c0, n_out, x + (size_t)r0 * n_in, n_in, Wp + (size_t)p * n_in * NR,
-                  n_in, b + c0, rows - r0 < MB ? rows - r0 : MB, n_out - c0 < NR ? n_out - c0 : NR);
+                  n_in, b + c0, rows - r0 < MB ? rows - r0 : MB, n_out - c0 < NR ? n_out - c0 : NR,
+                  p + 1 < np ? (const char *)(Wp + (size_t)(p + 1) * n_in * NR) : NULL, pf ? (const char *)pf + (l0 << 6) : NULL, l1 - l0);
         }
+}
+
+void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out) {
+    matmul_prefetch(out, x, Wp, b, rows, n_in, n_out, NULL, 0);
 }

@@ -19,4 +19,10 @@ size_t matmul_packed_index(int n_in, int o, int i);
 void matmul_pack(float *dst, const float *W, int n_in, int n_out);
 /* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
 void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out);
+/* The same, and meanwhile pull the pf_bytes at pf into the caches, spread over the arithmetic
+ * (a hint: the memory is only read ahead). Piece k of the work, under OpenMP's static schedule,
+ * prefetches the k-th slice, so each thread pulls in the part that a later loop with the same
+ * static schedule gives it. */
+void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+                     const void *pf, size_t pf_bytes);
 #endif

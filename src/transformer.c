@@ -76,11 +76,14 @@ void runstate_reset(RunState *s, const Config *c) {
 }
 
 static void layernorm_row(float *o, const float *x, const float *w, const float *b, int d) {
-    float mean = 0, var = 0;
+    float mean = 0, var = 0;   /* omp simd: the sums in vector lanes, then added up */
+    #pragma omp simd reduction(+:mean)
     for (int i = 0; i < d; i++) mean += x[i];
     mean /= d;
+    #pragma omp simd reduction(+:var)
     for (int i = 0; i < d; i++) var += (x[i] - mean) * (x[i] - mean);
     float inv = 1.0f / sqrtf(var / d + LN_EPS);
+    #pragma omp simd
     for (int i = 0; i < d; i++) o[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
@@ -117,10 +120,14 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d); in = s->xn; }
-    matmul(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
-    if (c->attention == ATTN_LINEAR)
-        linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
-    else {
+    if (c->attention == ATTN_LINEAR) {
+        /* At a step, S is read and written once, too big for the caches to keep between steps:
+         * its reads go out while the qkv product computes rather than after it. */
+        float *S = s->S + l * s->B * H * D * D;
+        matmul_prefetch(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof *S);
+        linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
+    } else {
+        matmul(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }

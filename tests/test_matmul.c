@@ -1,5 +1,6 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
- * that hit every row-tile remainder, a narrow last panel and more than one row block. */
+ * that hit every row-tile remainder, a narrow last panel and more than one row block;
+ * matmul_prefetch gives the same bits. */
 #include "testutil.h"
 
 #include <math.h>
@@ -32,6 +33,15 @@ static void check(int rows, int n_in, int n_out) {
                 fail_msg("rows %d, n_in %d, n_out %d: out[%d][%d] = %.9g, expected %.9g", rows, n_in, n_out, r, o,
                          got, want);
         }
+    /* prefetching is a hint: the same products, bit for bit, whatever the region's size */
+    size_t sizes[] = {1, 4096, (size_t)1 << 22};
+    float *again = malloc(sizeof(float) * rows * n_out);
+    char *region = calloc(1, sizes[2]);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        matmul_prefetch(again, x, Wp, b, rows, n_in, n_out, region, sizes[k]);
+        assert_memory_equal(again, out, sizeof(float) * rows * n_out);
+    }
+    free(again); free(region);
     free(W); free(x); free(b); free(out); free(Wp);
 }
 
