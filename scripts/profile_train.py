@@ -1,0 +1,97 @@
+"""Where a training step's GPU time goes (device machine, PyTorch 2.x, one GPU).
+
+Times the compiled training step (bf16 autocast, AdamW, as scripts/train.py) of the paper's
+MNIST or CIFAR-10 model on random images for a few variants, each printed as soon as it is
+measured, then prints the CUDA kernels of the first variant that take the most time. Stops
+starting new variants after --budget seconds, so that it fits a short device call.
+
+    python3 scripts/profile_train.py [--dataset mnist] [--batch 64] [--budget 150]
+"""
+import argparse
+import functools
+import math
+import time
+
+import torch
+
+import model as M
+
+
+def variants():
+    """(name, attention, chunk, tf32 inside the linear attention)"""
+    yield "linear, chunk 64, float32 (as trained)", "linear", 64, False
+    yield "linear, chunk 64, TF32 products", "linear", 64, True
+    yield "softmax (fused attention)", "softmax", 0, False
+    yield "linear, chunk 128, float32", "linear", 128, False
+    yield "linear, chunk 32, float32", "linear", 32, False
+
+
+def build(cfg, attention, chunk, batch, dev):
+    cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
+    net = M.Model(cfg).to(dev).train()
+    if attention == "linear":
+        net._parallel_attn = lambda: functools.partial(M.causal_linear_attention, chunk=chunk)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
+
+    def loss_fn(inp, tgt):
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            out = net(inp)
+        return -M.dmol_log_prob(out.float(), tgt).mean() / math.log(2)
+
+    fwd = torch.compile(loss_fn)
+    images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
+    inp, tgt = M.inputs_targets(images)
+
+    def step():
+        loss = fwd(inp, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+    return step
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10"])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    cfg = M.MNIST if a.dataset == "mnist" else M.CIFAR10
+    t_start = time.time()
+    first = None
+    for name, attention, chunk, tf32 in variants():
+        if time.time() - t_start > a.budget:
+            print(f"(budget spent: {name} not run)", flush=True)
+            continue
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        t0 = time.time()
+        step = build(cfg, attention, chunk, a.batch, dev)
+        for _ in range(3):  # compile and warm up
+            step()
+        torch.cuda.synchronize()
+        t1 = time.time()
+        for _ in range(a.steps):
+            step()
+        torch.cuda.synchronize()
+        dt = (time.time() - t1) / a.steps
+        print(f"{name}: {a.batch / dt:.0f} images/s ({dt * 1e3:.1f} ms/step, compile+warm-up {t1 - t0:.0f} s)",
+              flush=True)
+        if first is None:
+            first = step
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if first is not None:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                first()
+            torch.cuda.synchronize()
+        ka = prof.key_averages()
+        key = "self_device_time_total" if hasattr(next(iter(ka)), "self_device_time_total") else "self_cuda_time_total"
+        print(ka.table(sort_by=key, row_limit=25, max_name_column_width=70), flush=True)
+
+
+if __name__ == "__main__":
+    main()
