@@ -18,19 +18,19 @@ import model as M
 
 
 def variants():
-    """(name, attention, chunk, tf32 inside the linear attention)"""
-    yield "linear, chunk 64, float32 (as trained)", "linear", 64, False
-    yield "linear, chunk 64, TF32 products", "linear", 64, True
-    yield "softmax (fused attention)", "softmax", 0, False
-    yield "linear, chunk 128, float32", "linear", 128, False
-    yield "linear, chunk 32, float32", "linear", 32, False
+    """(name, attention, chunk, tf32 inside the linear attention, mixed linear attention)"""
+    yield "linear, chunk 64, float32 (as trained)", "linear", 64, False, False
+    yield "linear, chunk 64, mixed: bf16 products, float32 phi and sums", "linear", 64, False, True
+    yield "linear, chunk 64, TF32 products", "linear", 64, True, False
+    yield "softmax (fused attention)", "softmax", 0, False, False
+    yield "linear, chunk 128, float32", "linear", 128, False, False
 
 
-def build(cfg, attention, chunk, batch, dev):
+def build(cfg, attention, chunk, mixed, batch, dev):
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
     net = M.Model(cfg).to(dev).train()
     if attention == "linear":
-        net._parallel_attn = lambda: functools.partial(M.causal_linear_attention, chunk=chunk)
+        net._parallel_attn = lambda: functools.partial(M.causal_linear_attention, chunk=chunk, mixed=mixed)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
 
     def loss_fn(inp, tgt):
@@ -62,13 +62,13 @@ def main():
     cfg = M.MNIST if a.dataset == "mnist" else M.CIFAR10
     t_start = time.time()
     first = None
-    for name, attention, chunk, tf32 in variants():
+    for name, attention, chunk, tf32, mixed in variants():
         if time.time() - t_start > a.budget:
             print(f"(budget spent: {name} not run)", flush=True)
             continue
         torch.backends.cuda.matmul.allow_tf32 = tf32
         t0 = time.time()
-        step = build(cfg, attention, chunk, a.batch, dev)
+        step = build(cfg, attention, chunk, mixed, a.batch, dev)
         for _ in range(3):  # compile and warm up
             step()
         torch.cuda.synchronize()

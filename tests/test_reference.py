@@ -48,7 +48,7 @@ class Reference(unittest.TestCase):
             self.assertLess((out - ref).abs().max().item(), 1e-10, chunk)
 
     def test_linear_attention_stays_float32_under_bf16_autocast(self):
-        # training runs under bf16 autocast; the state sums must not be rounded to bf16
+        # training runs under bf16 autocast; by default the whole linear attention stays float32
         torch.manual_seed(3)
         q, k, v = (torch.randn(2, 3, 784, 8) for _ in range(3))
         ref = causal_linear_attention(q, k, v)
@@ -56,6 +56,18 @@ class Reference(unittest.TestCase):
             out = causal_linear_attention(q, k, v)
         self.assertEqual(out.dtype, torch.float32)
         self.assertTrue(torch.equal(out, ref))
+
+    def test_mixed_linear_attention_under_bf16_autocast(self):
+        # the training option: bf16 products, float32 phi and sums. Mostly negative q, k make
+        # phi small, where elu(u) + 1 taken in bf16 cancels (error 1.8 here; float32 phi: 0.012)
+        torch.manual_seed(3)
+        q, k = (torch.randn(2, 3, 784, 8) - 6 for _ in range(2))
+        v = torch.randn(2, 3, 784, 8)
+        ref = causal_linear_attention(q, k, v)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            out = causal_linear_attention(q, k, v, mixed=True)
+        self.assertEqual(out.dtype, torch.float32)
+        self.assertLess((out - ref).abs().max().item(), 0.05)
 
     def test_pmf_sums_to_one(self):
         torch.manual_seed(2)
