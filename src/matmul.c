@@ -3,7 +3,12 @@
  * The work is split into (block of up to 64 rows) x (panel) pieces. A 64-row block of x
  * (256 KB at most for n_in = 1024) stays in L2 while the panels pass through it, and every
  * panel is read once per block, front to back. At a sampling step (rows = batch <= 64) the
- * threads share out the panels, so each streams its own part of the weights. */
+ * threads share out the panels, so each streams its own part of the weights.
+ *
+ * The products are bound by arithmetic, so memory reads can hide behind them if they are
+ * asked for early: every tile prefetches a share of the next panel (only a panel's first tile
+ * reads it from memory, and would otherwise wait), and matmul_prefetch adds a region of the
+ * caller's (at a sampling step, the layer's attention state). */
 #include <string.h>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
