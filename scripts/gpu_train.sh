@@ -6,19 +6,20 @@
 #   bash scripts/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
 #                                      # dataset's runs, bring the models (or last snapshots) back
 #   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
-# Runs of both datasets can train at once (four processes share the GPU; on a machine with two
-# GPUs give each dataset its own: CUDA_VISIBLE_DEVICES=1 bash scripts/gpu_train.sh start ...). Each run starts from
-# the shipped models/NAME.bin if it exists (a warm restart), else from scratch.
-# Data: the dataset folder(s) carried in .data/ (an ignored folder; see data/README.md).
-# MNIST (12 MB) travels in one call with `start mnist`. CIFAR-10 (six 28 MB files) does not fit
-# in one call's 64 MiB: carry two files per call in three back-to-back calls that each run
-# `stage` (the machine stays warm 30 s between calls), the last one `stage && start cifar10 ...`:
-#   call 1: .data/cifar-10/{data_batch_1,data_batch_2}.bin.gz     stage
-#   call 2: .data/cifar-10/{data_batch_3,data_batch_4}.bin.gz     stage
-#   call 3: .data/cifar-10/{data_batch_5,test_batch}.bin.gz       stage && start cifar10 MIN
-# (remove models/*.bin from the working tree for these calls, `git checkout models` after; a
-# warm restart of CIFAR-10 needs one more call that carries the two CIFAR-10 model files, e.g.
-# in an ignored folder .stage4, and runs INIT=.stage4 bash scripts/gpu_train.sh start cifar10 ...).
+# Runs of both datasets can train at once: on a machine with two GPUs give each dataset its
+# own (CUDA_VISIBLE_DEVICES=0 / 1 before start); on one GPU the four processes share it.
+# Each run starts from INIT/NAME.bin (INIT defaults to models/) if it exists, a warm restart,
+# else from scratch. Data: carried in ignored folders, copied onto the machine's disk.
+# Every call carries the working tree (64 MiB at most), so move models/*.bin (76 MB) out of it
+# for the session: models/cifar*.bin into .stage4, models/mnist*.bin into .stage5, then
+# rm models/*.bin (and `git checkout models` after). The calls, back to back (the machine is
+# given back after 30 s idle); models/README.md has the arguments of the last session:
+#   carry .stage1 (cifar-10/data_batch_{1,2}.bin.gz)   stage .stage1
+#   carry .stage2 (cifar-10/data_batch_{3,4}.bin.gz)   stage .stage2
+#   carry .stage3 (cifar-10/{data_batch_5,test_batch}.bin.gz)   stage .stage3
+#   carry .stage4                INIT=.stage4 CUDA_VISIBLE_DEVICES=1 ... start cifar10 MIN ...
+#   carry .stage5 .data (mnist)  INIT=.stage5 CUDA_VISIBLE_DEVICES=0 ... start mnist MIN ...
+#   watch SECONDS, again and again; then finish mnist SECS, finish cifar10 SECS
 # Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
 #   cat NAME.bin.part* > models/NAME.bin
 set -u
