@@ -298,6 +298,13 @@ def dmol_pmf(out):
     return dmol_log_prob(out.double().expand(256, -1), x).exp()
 
 
+def training_loss(model, inp, tgt, amp):
+    """Mean negative log-likelihood in bits per dim, the model run under bf16 autocast if amp."""
+    with torch.autocast(device_type=inp.device.type, dtype=torch.bfloat16, enabled=amp):
+        out = model(inp)
+    return -dmol_log_prob(out.float(), tgt).mean() / math.log(2)
+
+
 def bits_per_dim(model, images, batch=100):
     """Mean bits/dim over images [B, N] (uint8) and the per-image values."""
     per = []

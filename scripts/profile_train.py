@@ -9,7 +9,6 @@ starting new variants after --budget seconds, so that it fits a short device cal
 """
 import argparse
 import functools
-import math
 import time
 
 import torch
@@ -33,12 +32,7 @@ def build(cfg, attention, chunk, mixed, batch, dev):
         net._parallel_attn = lambda: functools.partial(M.causal_linear_attention, chunk=chunk, mixed=mixed)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
 
-    def loss_fn(inp, tgt):
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-            out = net(inp)
-        return -M.dmol_log_prob(out.float(), tgt).mean() / math.log(2)
-
-    fwd = torch.compile(loss_fn)
+    fwd = torch.compile(functools.partial(M.training_loss, net, amp=True))
     images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
     inp, tgt = M.inputs_targets(images)
 

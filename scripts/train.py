@@ -24,7 +24,7 @@ import torch
 
 import data
 import modelfile
-from model import CIFAR10, MNIST, Config, Model, bits_per_dim, dmol_log_prob, inputs_targets
+from model import CIFAR10, MNIST, Config, Model, bits_per_dim, inputs_targets, training_loss
 
 
 def log(rec, path):
@@ -153,9 +153,7 @@ def main():
         return m
 
     def loss_fn(inp, tgt):
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=amp):
-            out = model(inp)
-        return -dmol_log_prob(out.float(), tgt).mean() / math.log(2)  # bits/dim
+        return training_loss(model, inp, tgt, amp)
 
     fwd = torch.compile(loss_fn) if a.compile and hasattr(torch, "compile") else loss_fn
 

@@ -114,15 +114,16 @@ static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp,
 void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
                      const void *pf, size_t pf_bytes) {
     int np = (n_out + NR - 1) / NR, nb = (rows + MB - 1) / MB;
-    size_t items = (size_t)nb * np, lines = pf ? (pf_bytes + 63) / 64 : 0;
+    size_t items = (size_t)nb * np, lines = pf ? (pf_bytes + 63) / 64 : 0, stride = (size_t)n_in * NR;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int rb = 0; rb < nb; rb++)
         for (int p = 0; p < np; p++) {
             int r0 = rb * MB, c0 = p * NR;
             size_t k = (size_t)rb * np + p, l0 = lines * k / items, l1 = lines * (k + 1) / items;
-            panel(out + (size_t)r0 * n_out + c0, n_out, x + (size_t)r0 * n_in, n_in, Wp + (size_t)p * n_in * NR,
-                  n_in, b + c0, rows - r0 < MB ? rows - r0 : MB, n_out - c0 < NR ? n_out - c0 : NR,
-                  p + 1 < np ? (const char *)(Wp + (size_t)(p + 1) * n_in * NR) : NULL, pf ? (const char *)pf + (l0 << 6) : NULL, l1 - l0);
+            const char *next = p + 1 < np ? (const char *)(Wp + (p + 1) * stride) : NULL;
+            panel(out + (size_t)r0 * n_out + c0, n_out, x + (size_t)r0 * n_in, n_in, Wp + p * stride, n_in, b + c0,
+                  rows - r0 < MB ? rows - r0 : MB, n_out - c0 < NR ? n_out - c0 : NR,
+                  next, pf ? (const char *)pf + (l0 << 6) : NULL, l1 - l0);
         }
 }
 

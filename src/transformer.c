@@ -120,14 +120,13 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d); in = s->xn; }
-    if (c->attention == ATTN_LINEAR) {
-        /* At a step, S is read and written once, too big for the caches to keep between steps:
-         * its reads go out while the qkv product computes rather than after it. */
-        float *S = s->S + l * s->B * H * D * D;
-        matmul_prefetch(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof *S);
+    /* At a step, the linear state S is read and written once, too big for the caches to keep
+     * between steps: its reads go out while the qkv product computes rather than after it. */
+    float *S = c->attention == ATTN_LINEAR ? s->S + l * s->B * H * D * D : NULL;
+    matmul_prefetch(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof(float));
+    if (c->attention == ATTN_LINEAR)
         linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
-    } else {
-        matmul(s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d);
+    else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
