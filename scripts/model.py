@@ -203,7 +203,9 @@ class Model(nn.Module):
         self.register_buffer("pe", positional_encoding(cfg.seq_len, cfg.d // 2), persistent=False)
         for layer in self.layers:
             layer.drop.p = dropout
-        self.mixed_attention = False  # a training option: causal_linear_attention(mixed=True)
+        # training options of the linear attention (causal_linear_attention's mixed, chunk)
+        self.mixed_attention = False
+        self.chunk = 64
         self.apply(self._init)
 
     @staticmethod
@@ -217,7 +219,7 @@ class Model(nn.Module):
     def _parallel_attn(self):
         if self.cfg.attention == "softmax":
             return causal_softmax_attention
-        return functools.partial(causal_linear_attention, mixed=self.mixed_attention)
+        return functools.partial(causal_linear_attention, chunk=self.chunk, mixed=self.mixed_attention)
 
     def embed(self, tokens, t0=0):
         T = tokens.shape[1]

@@ -20,16 +20,16 @@ def variants():
     """(name, attention, chunk, tf32 inside the linear attention, mixed linear attention)"""
     yield "linear, chunk 64, float32 (as trained)", "linear", 64, False, False
     yield "linear, chunk 64, mixed: bf16 products, float32 phi and sums", "linear", 64, False, True
-    yield "linear, chunk 64, TF32 products", "linear", 64, True, False
+    yield "linear, chunk 128, mixed", "linear", 128, False, True
+    yield "linear, chunk 256, mixed", "linear", 256, False, True
     yield "softmax (fused attention)", "softmax", 0, False, False
-    yield "linear, chunk 128, float32", "linear", 128, False, False
+    yield "linear, chunk 64, TF32 products", "linear", 64, True, False
 
 
 def build(cfg, attention, chunk, mixed, batch, dev):
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
     net = M.Model(cfg).to(dev).train()
-    if attention == "linear":
-        net._parallel_attn = lambda: functools.partial(M.causal_linear_attention, chunk=chunk, mixed=mixed)
+    net.chunk, net.mixed_attention = chunk, mixed
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
 
     fwd = torch.compile(functools.partial(M.training_loss, net, amp=True))

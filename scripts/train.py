@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="tiny config (2 layers, d=32) for smoke tests")
     ap.add_argument("--mixed-attention", action="store_true",
                     help="linear attention's products in bf16, its phi and sums in float32 (model.py)")
+    ap.add_argument("--chunk", type=int, default=64, help="linear attention's chunk length (model.py)")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
@@ -107,6 +108,7 @@ def main():
     for layer in model.layers:
         layer.drop.p = a.dropout
     model.mixed_attention = a.mixed_attention
+    model.chunk = a.chunk
     cfg = model.cfg
     model = model.to(dev).train()
 
@@ -249,7 +251,8 @@ def main():
              "date": time.strftime("%Y-%m-%d"), "trained_by": "scripts/train.py",
              "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
                        f"decay {a.decay}, dropout {a.dropout}, bf16 autocast"
-                       f"{' (linear attention mixed)' if a.mixed_attention else ''}, clip 1.0, "
+                       f"{' (linear attention mixed)' if a.mixed_attention else ''}"
+                       f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, clip 1.0, "
                        f"EMA {a.ema} ({kind} weights shipped)",
              "history": json.dumps(hist, separators=(",", ":"))}
         modelfile.export(shipped, a.export, p, export_dtype)
