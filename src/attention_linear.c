@@ -5,31 +5,12 @@
  * at once use the chunked form, which gives the same numbers. */
 #include <cblas.h>
 #include <omp.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "attention.h"
+#include "fastexp.h"
 
 #define CHUNK 64
-
-/* exp(u) for u <= 0, within 2 ulp (1.7 at most against double exp over [-87, 0]), in plain
- * arithmetic that the compiler vectorizes (libm's expf is a call per value, and phi is taken
- * of every q and k at every step): u = k ln2 + r with |r| <= ln2/2, exp(u) = 2^k exp(r),
- * exp(r) by its Taylor series to r^7 (truncation error < 1e-8 relative). Below -87 it gives
- * exp(-87), about 1.6e-38: nothing next to the other terms of a sum. */
-static inline float exp_nonpositive(float u) {
-    u = u < -87.0f ? -87.0f : u;
-    const float shift = 12582912.0f;            /* 1.5 * 2^23: adding it rounds to an integer */
-    float kf = (u * 1.44269504f + shift) - shift;
-    float r = (u - kf * 0.693145752f) - kf * 1.42860677e-6f;   /* ln2 in two parts: r exact */
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720; p = p * r + 1.0f / 120; p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;   p = p * r + 0.5f;       p = p * r + 1.0f; p = p * r + 1.0f;
-    int32_t bits = ((int32_t)kf + 127) << 23;   /* 2^k, k in -126..0 */
-    float two_k;
-    memcpy(&two_k, &bits, sizeof two_k);
-    return p * two_k;
-}
 
 /* phi(u) = elu(u) + 1: u + 1 above 0, exp(u) at or below. */
 static inline float phi(float u) {

@@ -8,8 +8,22 @@
 #include <string.h>
 
 #include "attention.h"
+#include "fastexp.h"
 
 #define QBLOCK 64   /* queries per score block: bounds the scratch, and skips the masked-out keys */
+
+/* row[0..len) <- softmax(row[0..len)), row[len..P) <- 0 (the keys the causal mask hides) */
+static void softmax_row(float *restrict row, int len, int P) {
+    float mx = row[0], sum = 0;
+    #pragma omp simd reduction(max : mx)
+    for (int j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+    #pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < len; j++) { row[j] = exp_nonpositive(row[j] - mx); sum += row[j]; }
+    float inv = 1.0f / sum;
+    #pragma omp simd
+    for (int j = 0; j < len; j++) row[j] *= inv;
+    for (int j = len; j < P; j++) row[j] = 0;
+}
 
 size_t softmax_attention_scratch(const Config *c, int T, int cap) {
     (void)c;
@@ -36,17 +50,8 @@ void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, c
                 float *Sc = scratch + omp_get_thread_num() * per_thread;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, P, D, scale, q + (size_t)i0 * 3 * d,
                             3 * d, K, D, 0.0f, Sc, P);
-                for (int i = 0; i < n; i++) {
-                    float *row = Sc + (size_t)i * P;
-                    int len = t0 + i0 + i + 1;
-                    float mx = row[0];
-                    for (int j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
-                    float sum = 0;
-                    for (int j = 0; j < len; j++) { row[j] = expf(row[j] - mx); sum += row[j]; }
-                    float inv = 1.0f / sum;
-                    for (int j = 0; j < len; j++) row[j] *= inv;
-                    for (int j = len; j < P; j++) row[j] = 0;   /* causal mask */
-                }
+                for (int i = 0; i < n; i++)
+                    softmax_row(Sc + (size_t)i * P, t0 + i0 + i + 1, P);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, P, 1.0f, Sc, P, V, D, 0.0f,
                             out + ((size_t)b * T + i0) * d + h * D, d);
             }
