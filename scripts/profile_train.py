@@ -5,7 +5,7 @@ MNIST or CIFAR-10 model on random images for a few variants, each printed as soo
 measured, then prints the CUDA kernels of the first variant that take the most time. Stops
 starting new variants after --budget seconds, so that it fits a short device call.
 
-    python3 scripts/profile_train.py [--dataset mnist] [--batch 64] [--budget 150]
+    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150]
 """
 import argparse
 import functools
@@ -48,21 +48,26 @@ def build(cfg, attention, chunk, mixed, batch, dev):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10"])
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", default="64", help="batch sizes, comma-separated: each variant at each")
+    ap.add_argument("--only", default="", help="run only the variants whose name contains one of these (comma-separated)")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--no-table", action="store_true", help="skip the kernel table")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
     a = ap.parse_args()
     dev = torch.device("cuda")
     cfg = M.MNIST if a.dataset == "mnist" else M.CIFAR10
     t_start = time.time()
     first = None
-    for name, attention, chunk, tf32, mixed in variants():
+    only = [w for w in a.only.split(",") if w]
+    runs = [(b, v) for b in map(int, a.batch.split(",")) for v in variants()
+            if not only or any(w in v[0] for w in only)]
+    for batch, (name, attention, chunk, tf32, mixed) in runs:
         if time.time() - t_start > a.budget:
-            print(f"(budget spent: {name} not run)", flush=True)
+            print(f"(budget spent: {name}, batch {batch} not run)", flush=True)
             continue
         torch.backends.cuda.matmul.allow_tf32 = tf32
         t0 = time.time()
-        step = build(cfg, attention, chunk, mixed, a.batch, dev)
+        step = build(cfg, attention, chunk, mixed, batch, dev)
         for _ in range(3):  # compile and warm up
             step()
         torch.cuda.synchronize()
@@ -71,12 +76,12 @@ def main():
             step()
         torch.cuda.synchronize()
         dt = (time.time() - t1) / a.steps
-        print(f"{name}: {a.batch / dt:.0f} images/s ({dt * 1e3:.1f} ms/step, compile+warm-up {t1 - t0:.0f} s)",
+        print(f"{name}, batch {batch}: {batch / dt:.0f} images/s ({dt * 1e3:.1f} ms/step, compile+warm-up {t1 - t0:.0f} s)",
               flush=True)
         if first is None:
             first = step
     torch.backends.cuda.matmul.allow_tf32 = False
-    if first is not None:
+    if first is not None and not a.no_table:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(3):

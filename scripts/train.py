@@ -251,7 +251,7 @@ def main():
              "date": time.strftime("%Y-%m-%d"), "trained_by": "scripts/train.py",
              "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
                        f"decay {a.decay}, dropout {a.dropout}, bf16 autocast"
-                       f"{' (linear attention mixed)' if a.mixed_attention else ''}"
+                       f"{' (linear attention mixed)' if a.mixed_attention and cfg.attention == 'linear' else ''}"
                        f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, clip 1.0, "
                        f"EMA {a.ema} ({kind} weights shipped)",
              "history": json.dumps(hist, separators=(",", ":"))}
