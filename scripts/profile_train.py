@@ -26,13 +26,13 @@ def variants():
     yield "linear, chunk 64, TF32 products", "linear", 64, True, False
 
 
-def build(cfg, attention, chunk, mixed, batch, dev):
+def build(cfg, attention, chunk, mixed, batch, dev, mode):
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
     net = M.Model(cfg).to(dev).train()
     net.chunk, net.mixed_attention = chunk, mixed
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
 
-    fwd = torch.compile(functools.partial(M.training_loss, net, amp=True))
+    fwd = torch.compile(functools.partial(M.training_loss, net, amp=True), mode=mode)
     images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
     inp, tgt = M.inputs_targets(images)
 
@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--batch", default="64", help="batch sizes, comma-separated: each variant at each")
     ap.add_argument("--only", default="", help="run only the variants whose name contains one of these (comma-separated)")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--compile-mode", default="default", help="torch.compile mode, e.g. reduce-overhead")
     ap.add_argument("--no-table", action="store_true", help="skip the kernel table")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
     a = ap.parse_args()
@@ -67,7 +68,7 @@ def main():
             continue
         torch.backends.cuda.matmul.allow_tf32 = tf32
         t0 = time.time()
-        step = build(cfg, attention, chunk, mixed, batch, dev)
+        step = build(cfg, attention, chunk, mixed, batch, dev, a.compile_mode)
         for _ in range(3):  # compile and warm up
             step()
         torch.cuda.synchronize()

@@ -82,6 +82,8 @@ def main():
                     help="linear attention's products in bf16, its phi and sums in float32 (model.py)")
     ap.add_argument("--chunk", type=int, default=64, help="linear attention's chunk length (model.py)")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--compile-mode", default="default",
+                    help="torch.compile mode (reduce-overhead: CUDA graphs, for small batches)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -157,7 +159,7 @@ def main():
     def loss_fn(inp, tgt):
         return training_loss(model, inp, tgt, amp)
 
-    fwd = torch.compile(loss_fn) if a.compile and hasattr(torch, "compile") else loss_fn
+    fwd = torch.compile(loss_fn, mode=a.compile_mode) if a.compile and hasattr(torch, "compile") else loss_fn
 
     def save_ckpt():
         if a.ckpt:
