@@ -45,12 +45,15 @@ test: deps data
 data:
 	@[ -d "$(LINGEN_DATA)/mnist" ] && [ -d "$(LINGEN_DATA)/cifar-10" ] || bash data/fetch.sh all "$(LINGEN_DATA)"
 
-test-c: $(TESTS) $(BUILD)/test_matmul_portable
-	@set -e; for t in $(TESTS) $(BUILD)/test_matmul_portable; do echo "== $$t"; ./$$t; done
+test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
+	@set -e; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do echo "== $$t"; ./$$t; done
 
-# The matmul tests again on the portable C micro-kernel (the one machines without AVX2 run).
+# The matmul tests again on the other micro-kernels than this machine's: the portable C one
+# (machines without AVX2), and the AVX2 one where the build picked AVX-512.
 $(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX2__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
+	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
+$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(PYTHON) -m unittest -v test_reference.py

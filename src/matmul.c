@@ -1,4 +1,4 @@
-/* y = x W^T + b with W packed into panels of 16 output columns (matmul.h).
+/* y = x W^T + b with W packed into panels of MATMUL_NR output columns (matmul.h).
  *
  * The work is split into (block of up to 64 rows) x (panel) pieces. A 64-row block of x
  * (256 KB at most for n_in = 1024) stays in L2 while the panels pass through it, and every
@@ -10,14 +10,40 @@
  * reads it from memory, and would otherwise wait), and matmul_prefetch adds a region of the
  * caller's (at a sampling step, the layer's attention state). */
 #include <string.h>
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
 
 #include "matmul.h"
 
+/* The micro-kernel's vectors: a panel row (NR = 2 vectors) times R broadcast x values, with
+ * 2R accumulators in registers. AVX-512 has 32 registers of 16 floats, AVX2 16 of 8. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define SIMD 1
+typedef __m512 vec;
+#define VW 16
+#define vload _mm512_loadu_ps
+#define vstore _mm512_storeu_ps
+#define vbroadcast(p) _mm512_set1_ps(*(p))
+#define vfma _mm512_fmadd_ps
+#define MR 8    /* rows per tile: 8 x 2 accumulators + 2 weight vectors + 1 broadcast = 19 of 32 */
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SIMD 1
+typedef __m256 vec;
+#define VW 8
+#define vload _mm256_loadu_ps
+#define vstore _mm256_storeu_ps
+#define vbroadcast _mm256_broadcast_ss
+#define vfma _mm256_fmadd_ps
+#define MR 6    /* rows per tile: 6 x 2 accumulators + 2 weight vectors + 1 broadcast = 15 of 16 */
+#else
+#define SIMD 0
+#define MR 6
+#endif
+
 #define NR MATMUL_NR
-#define MR 6    /* rows per tile: 6 x 2 accumulators + 2 weight vectors + 1 broadcast = 15 of 16 AVX registers */
+#if SIMD && NR != 2 * VW
+#error "matmul.h's MATMUL_NR must be two of the micro-kernel's vectors"
+#endif
 #define MB 64   /* rows per block */
 #define PF_LOCALITY 2   /* __builtin_prefetch's: 3 = all cache levels, 0 = none */
 
@@ -42,7 +68,7 @@ static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps
     return (Prefetch){p ? p + (l0 << 6) : NULL, (int)(l1 - l0 < most ? l1 - l0 : most)};
 }
 
-/* The micro-kernel: R rows of x times one panel, out[r][0..16) = b + sum_i x[r][i] Wp[i][0..16).
+/* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR).
  * R is a constant at every call site, so the loops over r unroll and the accumulators stay
  * in registers. The loop over i runs in segments, one line of f and of g prefetched per
  * segment, so that the loads spread over the arithmetic. */
@@ -50,9 +76,9 @@ static inline __attribute__((always_inline)) void tile(const int R, float *out, 
                                                         int ldx, const float *Wp, int n_in, const float *b,
                                                         Prefetch f, Prefetch g) {
     int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-    __m256 lo[MR], hi[MR];
-    for (int r = 0; r < R; r++) { lo[r] = _mm256_loadu_ps(b); hi[r] = _mm256_loadu_ps(b + 8); }
+#if SIMD
+    vec lo[MR], hi[MR];
+    for (int r = 0; r < R; r++) { lo[r] = vload(b); hi[r] = vload(b + VW); }
 #else   /* portable: the same arithmetic, left to the compiler */
     float acc[MR][NR];
     for (int r = 0; r < R; r++) memcpy(acc[r], b, sizeof acc[r]);
@@ -61,12 +87,12 @@ static inline __attribute__((always_inline)) void tile(const int R, float *out, 
         if (s < f.lines) __builtin_prefetch(f.p + ((size_t)s << 6), 0, PF_LOCALITY);
         if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
         for (int end = s + 1 >= nseg ? n_in : i + len; i < end; i++) {
-#if defined(__AVX2__) && defined(__FMA__)
-            __m256 w0 = _mm256_loadu_ps(Wp + (size_t)i * NR), w1 = _mm256_loadu_ps(Wp + (size_t)i * NR + 8);
+#if SIMD
+            vec w0 = vload(Wp + (size_t)i * NR), w1 = vload(Wp + (size_t)i * NR + VW);
             for (int r = 0; r < R; r++) {
-                __m256 xr = _mm256_broadcast_ss(x + (size_t)r * ldx + i);
-                lo[r] = _mm256_fmadd_ps(xr, w0, lo[r]);
-                hi[r] = _mm256_fmadd_ps(xr, w1, hi[r]);
+                vec xr = vbroadcast(x + (size_t)r * ldx + i);
+                lo[r] = vfma(xr, w0, lo[r]);
+                hi[r] = vfma(xr, w1, hi[r]);
             }
 #else
             for (int r = 0; r < R; r++)
@@ -74,17 +100,17 @@ static inline __attribute__((always_inline)) void tile(const int R, float *out, 
 #endif
         }
     }
-#if defined(__AVX2__) && defined(__FMA__)
+#if SIMD
     for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(out + (size_t)r * ldo, lo[r]);
-        _mm256_storeu_ps(out + (size_t)r * ldo + 8, hi[r]);
+        vstore(out + (size_t)r * ldo, lo[r]);
+        vstore(out + (size_t)r * ldo + VW, hi[r]);
     }
 #else
     for (int r = 0; r < R; r++) memcpy(out + (size_t)r * ldo, acc[r], sizeof acc[r]);
 #endif
 }
 
-/* rows x ncols (ncols <= 16) of out from one panel; a narrower last panel goes through tmp. */
+/* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp. */
 static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp, int n_in,
                   const float *b, int rows, int ncols, const char *next, const char *pf, size_t pf_lines) {
     float tmp[MR * NR], bias[NR] = {0};
@@ -99,6 +125,10 @@ static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp,
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
         const float *xr = x + (size_t)r * ldx;
         switch (R) {
+#if MR == 8
+        case 8: tile(8, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+        case 7: tile(7, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
+#endif
         case 6: tile(6, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
         case 5: tile(5, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
         case 4: tile(4, o, ld, xr, ldx, Wp, n_in, b, f, g); break;

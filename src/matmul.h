@@ -1,7 +1,7 @@
 /* y = x W^T + b for the Linear layers, with W packed once, when the model is loaded.
  *
- * Packed layout: the output columns in panels of MATMUL_NR (16); panel p holds
- * W[16p + j][i] at [p][i][j], zero past the last column. A panel is the micro-kernel's whole
+ * Packed layout: the output columns in panels of MATMUL_NR (32 with AVX-512, else 16); panel
+ * p holds W[NR p + j][i] at [p][i][j], zero past the last column. A panel is the micro-kernel's whole
  * right-hand operand, read front to back, so no product packs the weights again: at a batch of
  * 64 rows (RNN sampling) packing was a fifth of OpenBLAS's time, since the weights stream from
  * memory at every step. */
@@ -9,7 +9,11 @@
 #define LINGEN_MATMUL_H
 #include <stddef.h>
 
-#define MATMUL_NR 16
+#if defined(__AVX512F__)
+#define MATMUL_NR 32   /* two 16-float vectors */
+#else
+#define MATMUL_NR 16   /* two 8-float AVX2 vectors */
+#endif
 
 /* Floats a packed [n_out, n_in] weight takes. */
 size_t matmul_packed_floats(int n_in, int n_out);

@@ -25,7 +25,8 @@ typedef struct {
 } Config;
 
 /* Linear weights (the file has PyTorch's [out, in]) are held packed for matmul() (matmul.h):
- * panels of 16 output columns, [n_out/16][in][16]. Every tensor starts on a cache line. */
+ * panels of NR = MATMUL_NR output columns, [n_out/NR][in][NR]. Every tensor starts on a cache
+ * line. */
 typedef struct {
     float *qkv_w, *qkv_b;      /* [3d, d] packed, [3d]: outputs all q, then all k, then all v */
     float *out_w, *out_b;      /* [d, d] packed, [d] */

@@ -47,9 +47,9 @@ static void check(int rows, int n_in, int n_out) {
 
 static void test_against_reference(void **state) {
     (void)state;
-    const int rows[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 64, 65, 200};
+    const int rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 64, 65, 200};   /* tiles of 6 or 8 rows */
     const int n_in[] = {1, 3, 16, 33, 256};
-    const int n_out[] = {1, 9, 16, 17, 30, 48};
+    const int n_out[] = {1, 9, 16, 17, 30, 32, 33, 48, 70};   /* panels of 16 or 32 columns */
     for (int t = 1; t <= 2; t++) {   /* one and two threads share the work differently */
         omp_set_num_threads(t);
         for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
@@ -61,17 +61,17 @@ static void test_against_reference(void **state) {
 /* The packed layout: W[o][i] lands at matmul_packed_index, the padding of the last panel is zero. */
 static void test_pack_layout(void **state) {
     (void)state;
-    int n_in = 5, n_out = 20;
-    float W[100], Wp[160];
-    for (int i = 0; i < 100; i++) W[i] = (float)(i + 1);
-    assert_int_equal(matmul_packed_floats(n_in, n_out), 160);
+    enum { NR = MATMUL_NR, n_in = 5, n_out = NR + 4, packed = 2 * NR * n_in };
+    float W[n_out * n_in], Wp[packed];
+    for (int i = 0; i < n_out * n_in; i++) W[i] = (float)(i + 1);
+    assert_int_equal(matmul_packed_floats(n_in, n_out), packed);
     matmul_pack(Wp, W, n_in, n_out);
     for (int o = 0; o < n_out; o++)
         for (int i = 0; i < n_in; i++) assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
-    assert_int_equal(matmul_packed_index(n_in, 17, 2), (1 * 5 + 2) * 16 + 1);
+    assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
     int zeros = 0;
-    for (int i = 0; i < 160; i++) zeros += Wp[i] == 0;
-    assert_int_equal(zeros, 60);   /* 12 padding columns x 5 */
+    for (int i = 0; i < packed; i++) zeros += Wp[i] == 0;
+    assert_int_equal(zeros, (NR - 4) * n_in);   /* the last panel's padding columns */
 }
 
 int main(void) {

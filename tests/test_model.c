@@ -8,16 +8,18 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#include "matmul.h"
 #include "model.h"
 #include "safetensors.h"
 
 /* Where element `idx` of a file tensor [rows, cols] is held in memory: Linear weights
- * (cols > 0) W[o][i] are packed in panels of 16 rows o, [rows/16][cols][16] (model.h);
- * everything else as in the file. */
+ * (cols > 0) W[o][i] are packed in panels of NR = MATMUL_NR rows o, [rows/NR][cols][NR]
+ * (model.h); everything else as in the file. */
 static size_t held_at(size_t idx, size_t rows, size_t cols) {
     (void)rows;
+    const size_t NR = MATMUL_NR;
     size_t o = cols ? idx / cols : 0, i = cols ? idx % cols : 0;
-    return cols ? ((o / 16) * cols + i) * 16 + o % 16 : idx;
+    return cols ? ((o / NR) * cols + i) * NR + o % NR : idx;
 }
 
 static char tmpdir[64];   /* made by the group setup, removed by its teardown */
