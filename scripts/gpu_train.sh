@@ -17,9 +17,11 @@
 #   carry .stage1 (cifar-10/data_batch_{1,2}.bin.gz)   stage .stage1
 #   carry .stage2 (cifar-10/data_batch_{3,4}.bin.gz)   stage .stage2
 #   carry .stage3 (cifar-10/{data_batch_5,test_batch}.bin.gz)   stage .stage3
-#   carry .stage4                INIT=.stage4 CUDA_VISIBLE_DEVICES=1 ... start cifar10 MIN ...
-#   carry .stage5 .data (mnist)  INIT=.stage5 CUDA_VISIBLE_DEVICES=0 ... start mnist MIN ...
+#   carry .stage4                INIT=.stage4 [CUDA_VISIBLE_DEVICES=1] ... start cifar10 MIN ...
+#   carry .stage5 .data (mnist)  INIT=.stage5 [CUDA_VISIBLE_DEVICES=0] ... start mnist MIN ...
 #   watch SECONDS, again and again; then finish mnist SECS, finish cifar10 SECS
+# (CUDA_VISIBLE_DEVICES only on the two-GPU machine; from session 4 on the linear runs add
+# --mixed-attention, as fast as softmax.)
 # Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
 #   cat NAME.bin.part* > models/NAME.bin
 set -u
