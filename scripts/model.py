@@ -65,8 +65,15 @@ def positional_encoding(n, h, device=None, dtype=torch.float32):
 
 
 def phi(u):
-    """The linear attention's feature map, elu(u) + 1 > 0."""
-    return F.elu(u) + 1.0
+    """The linear attention's feature map, elu(u) + 1 > 0: u + 1 above 0, exp(u) at or below.
+
+    Not F.elu(u) + 1: that is exp(u) - 1 + 1, which cancels (to 0 in float32 below u = -17,
+    in steps of 6e-8 above). Trained models have keys with phi down to 1e-15, and on the first
+    50 CIFAR-10 test images the cancelling form moved the session-4 linear model's bits/dim by
+    0.005 against float64 and the C engine (which takes exp(u)). Up to session 4 the models were
+    trained with the cancelling form. exp of min(u, 0): no inf, so no NaN gradient, above 0.
+    """
+    return torch.where(u > 0, u + 1.0, torch.exp(u.clamp(max=0.0)))
 
 
 # ---------------------------------------------------------------- attention functions

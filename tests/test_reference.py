@@ -69,6 +69,20 @@ class Reference(unittest.TestCase):
         self.assertEqual(out.dtype, torch.float32)
         self.assertLess((out - ref).abs().max().item(), 0.05)
 
+    def test_phi_exact_where_elu_plus_one_cancels(self):
+        # keys far below 0 (phi = exp(u) ~ 1e-7): F.elu(u) + 1 in float32 rounds those to
+        # multiples of 6e-8 (error 0.088 here); phi takes exp(u) and matches float64 (3e-7)
+        torch.manual_seed(4)
+        q = torch.randn(2, 3, 784, 8) - 2
+        k = torch.randn(2, 3, 784, 8) * 1.5 - 17
+        v = torch.randn(2, 3, 784, 8)
+        ref = causal_linear_attention(q.double(), k.double(), v.double())
+        self.assertLess((causal_linear_attention(q, k, v).double() - ref).abs().max().item(), 1e-5)
+        u = torch.tensor([-100.0, -30.0, 0.0, 100.0], requires_grad=True)
+        phi(u).sum().backward()   # exp is taken of min(u, 0): no inf, so no NaN gradient
+        self.assertTrue(torch.isfinite(u.grad).all())
+        self.assertLess(abs(phi(torch.tensor(-30.0)).item() / math.exp(-30.0) - 1), 1e-6)
+
     def test_pmf_sums_to_one(self):
         torch.manual_seed(2)
         for M in (1, 10):
