@@ -57,17 +57,18 @@ static inline __attribute__((always_inline)) void step(const int D, float *restr
 static void chunk(int D, int n, float *S, float *z, const float *q, const float *k, const float *v,
                   int ld, float *out, int ldo, float *work) {
     float *Q = work, *K = Q + n * D, *V = K + n * D, *A = V + n * D, *den = A + n * n;
-    for (int i = 0; i < n; i++)
-        for (int a = 0; a < D; a++) {
-            Q[i * D + a] = phi(q[(size_t)i * ld + a]);
-            K[i * D + a] = phi(k[(size_t)i * ld + a]);
-            V[i * D + a] = v[(size_t)i * ld + a];
-        }
+    for (int i = 0; i < n; i++) {
+        phi_row(Q + i * D, q + (size_t)i * ld, D);
+        phi_row(K + i * D, k + (size_t)i * ld, D);
+        memcpy(V + i * D, v + (size_t)i * ld, D * sizeof *V);
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, D, 1.0f, Q, D, K, D, 0.0f, A, n);
     for (int i = 0; i < n; i++) {
         float s = 0;
+        #pragma omp simd reduction(+ : s)
         for (int j = 0; j <= i; j++) s += A[i * n + j];
         for (int j = i + 1; j < n; j++) A[i * n + j] = 0;   /* causal mask */
+        #pragma omp simd reduction(+ : s)
         for (int a = 0; a < D; a++) s += Q[i * D + a] * z[a];
         den[i] = s;
     }
