@@ -104,7 +104,7 @@ def causal_linear_attention(q, k, v, chunk=64, mixed=False):
 
 def _chunked(q, k, v, chunk):
     acc = torch.promote_types(q.dtype, torch.float32)   # the sums' dtype
-    # phi in float32 also when mixed: elu(u) + 1 in bf16 cancels to 0 already at u = -6
+    # phi in float32 also when mixed: it feeds the float32 sums z and the normaliser
     q, k = phi(q.to(acc)), phi(k.to(acc))
     B, H, T, D = q.shape
     pad = (-T) % chunk
@@ -113,14 +113,14 @@ def _chunked(q, k, v, chunk):
     nc = (T + pad) // chunk
     q, k, v = (a.reshape(B, H, nc, chunk, D) for a in (q, k, v))
     kv = k.transpose(-1, -2) @ v                     # [B,H,nc,D,D] per-chunk phi(K)^T V
-    ks = k.to(acc).sum(-2)                           # [B,H,nc,D]
+    ks = k.sum(-2)                                   # [B,H,nc,D]
     # state before each chunk: exclusive prefix sum over chunks
     S = F.pad(kv.to(acc).cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :nc]
     z = F.pad(ks.cumsum(2), (0, 0, 1, 0))[:, :, :nc]
     mask = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
     A = (q @ k.transpose(-1, -2)).masked_fill(~mask, 0.0)
     num = (A @ v).to(acc) + (q @ S).to(acc)
-    den = A.to(acc).sum(-1) + (q.to(acc) * z.unsqueeze(-2)).sum(-1)
+    den = A.to(acc).sum(-1) + (q * z.unsqueeze(-2)).sum(-1)
     out = num / (den.unsqueeze(-1) + EPS_LINEAR)
     return out.reshape(B, H, nc * chunk, D)[:, :, :T]
 
