@@ -188,8 +188,8 @@ class Layer(nn.Module):
         self.ff2 = nn.Linear(cfg.d_ff, cfg.d)
         self.drop = nn.Dropout(0.0)
 
-    def ff(self, x):
-        return self.drop(self.ff2(self.act(self.ff1(x))))
+    def ff(self, x):  # dropout where the paper's code (fast-transformers) has it
+        return self.drop(self.ff2(self.drop(self.act(self.ff1(x)))))
 
     def forward(self, x, attn_fn):
         if self.pre:

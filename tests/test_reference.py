@@ -83,6 +83,24 @@ class Reference(unittest.TestCase):
         self.assertTrue(torch.isfinite(u.grad).all())
         self.assertLess(abs(phi(torch.tensor(-30.0)).item() / math.exp(-30.0) - 1), 1e-6)
 
+    def test_dropout_only_in_training(self):
+        # the paper's recipe (dropout 0.1): evaluation and export see the undropped network,
+        # training drops units of the feed-forward's hidden layer and of both residual branches
+        torch.manual_seed(2)
+        cfg = Config(attention="linear", norm="post", activation="relu", **TINY)
+        m = Model(cfg, dropout=0.5).double()
+        make_fixtures.randomize(m, torch.Generator().manual_seed(3))
+        ref = Model(cfg).double()
+        ref.load_state_dict(m.state_dict())
+        tok = torch.randint(0, 257, (2, 50))
+        hidden = []  # the feed-forward's hidden layer as the first layer's ff2 sees it
+        m.layers[0].ff2.register_forward_pre_hook(lambda mod, a: hidden.append(a[0]))
+        with torch.no_grad():
+            self.assertEqual((m.eval()(tok) - ref.eval()(tok)).abs().max().item(), 0.0)
+            self.assertGreater((m.train()(tok) - ref(tok)).abs().max().item(), 1e-3)
+        zeros_eval, zeros_train = ((h == 0).double().mean().item() for h in hidden)
+        self.assertGreater(zeros_train, zeros_eval + 0.15)  # relu's zeros, then half the rest
+
     def test_pmf_sums_to_one(self):
         torch.manual_seed(2)
         for M in (1, 10):
