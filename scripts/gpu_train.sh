@@ -27,7 +27,8 @@
 set -u
 RUN=/root/lingen-run
 DATA=/root/lingen-data
-names() { [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
+# the runs of a dataset; ONLY=NAME (e.g. ONLY=cifar) before start trains just that one
+names() { [ -n "${ONLY:-}" ] && echo $ONLY && return; [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
 cmd=$1; shift
 case $cmd in
 stage)  # [FOLDER], default .data
