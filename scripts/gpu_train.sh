@@ -23,12 +23,15 @@
 # (CUDA_VISIBLE_DEVICES only on the two-GPU machine; from session 4 on the linear runs add
 # --mixed-attention, as fast as softmax.)
 # Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
-#   cat NAME.bin.part* > models/NAME.bin
+#   cat NAME.bin.part* > models/NAME.bin      (a tagged run's parts are NAME.TAG.bin.part*)
 set -u
 RUN=/root/lingen-run
 DATA=/root/lingen-data
-# the runs of a dataset; ONLY=NAME (e.g. ONLY=cifar) before start trains just that one
+# the models of a dataset; ONLY=NAME (e.g. ONLY=cifar) before start trains just that one.
+# TAG=T before start names the runs NAME.T (e.g. mnist.b16), so that variants of one model can
+# train side by side; finish brings back every run of the dataset's models.
 names() { [ -n "${ONLY:-}" ] && echo $ONLY && return; [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
+runs() { for name in $(names $1); do for d in $RUN/$name $RUN/$name.*; do [ -d $d ] && echo $d; done; done; }
 cmd=$1; shift
 case $cmd in
 stage)  # [FOLDER], default .data
@@ -38,13 +41,13 @@ start)
   [ -d .data ] && { mkdir -p $DATA; cp -r .data/* $DATA/; }
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
-    rm -rf $RUN/$name; mkdir -p $RUN/$name
+    d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
     # the starting weights: models/NAME.bin of this call's tree, or of a carried folder $INIT
-    init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $RUN/$name/init.bin
+    init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $d/init.bin
     PYTHONUNBUFFERED=1 setsid nohup python3 scripts/train.py --dataset $ds --attention $att \
-      --data $DATA --init $RUN/$name/init.bin --export $RUN/$name/$name.bin --snapshot $RUN/$name/snapshot.bin \
-      --ckpt $RUN/$name/ckpt.pt --log $RUN/$name/log.jsonl --minutes $minutes --compile "$@" \
-      > $RUN/$name/stdout.txt 2>&1 < /dev/null &
+      --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \
+      --ckpt $d/ckpt.pt --log $d/log.jsonl --minutes $minutes --compile "$@" \
+      > $d/stdout.txt 2>&1 < /dev/null &
   done
   sleep 5; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv ;;
 watch)
@@ -53,12 +56,12 @@ watch)
 finish)
   ds=$1 end=$((SECONDS + ${2:-560}))
   while [ $SECONDS -lt $end ]; do
-    busy=0; for name in $(names $ds); do pgrep -f "export $RUN/$name/" > /dev/null && busy=1; done
+    busy=0; for d in $(runs $ds); do pgrep -f "export $d/" > /dev/null && busy=1; done
     [ $busy = 0 ] && break; sleep 10
   done
-  for name in $(names $ds); do  # the final model, or the last snapshot if the run did not end
-    f=$RUN/$name/$name.bin; [ -f $f ] || f=$RUN/$name/snapshot.bin
-    [ -f $f ] && split -b 15M -d $f $OUT/$name.bin.part
+  for d in $(runs $ds); do  # the final model, or the last snapshot if the run did not end
+    r=$(basename $d); f=$d/${r%%.*}.bin; [ -f $f ] || f=$d/snapshot.bin
+    [ -f $f ] && split -b 15M -d $f $OUT/$r.bin.part
   done ;;
 esac
 for d in $RUN/*/; do [ -d "$d" ] || continue
