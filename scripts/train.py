@@ -159,7 +159,11 @@ def main():
     def loss_fn(inp, tgt):
         return training_loss(model, inp, tgt, amp)
 
-    fwd = torch.compile(loss_fn, mode=a.compile_mode) if a.compile and hasattr(torch, "compile") else loss_fn
+    # the forward to use, best first: torch.compile in the mode asked for, in its default mode,
+    # eager; a failure (also one in the backward, as CUDA graphs can give) moves on to the next
+    fwds = [loss_fn]
+    if a.compile and hasattr(torch, "compile"):
+        fwds = [torch.compile(loss_fn, mode=m) for m in dict.fromkeys([a.compile_mode, "default"])] + fwds
 
     def save_ckpt():
         if a.ckpt:
@@ -180,16 +184,20 @@ def main():
         lr = lr_at(elapsed / budget, step - step0, a)
         for g in opt.param_groups:
             g["lr"] = lr
-        try:
-            loss = fwd(inp, tgt)
-        except Exception as e:  # a torch.compile failure must not cost the run
-            if fwd is loss_fn:
-                raise
-            print(f"torch.compile failed ({e!r:.300}); running eager", file=sys.stderr)
-            fwd = loss_fn
-            loss = fwd(inp, tgt)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        while True:
+            try:
+                opt.zero_grad(set_to_none=True)
+                loss = fwds[0](inp, tgt)
+                loss.backward()
+                break
+            except Exception as e:  # a torch.compile failure must not cost the run
+                if len(fwds) == 1:
+                    raise
+                fwds.pop(0)
+                print(f"torch.compile failed ({e!r:.300}); now {'eager' if len(fwds) == 1 else 'compile default'}",
+                      file=sys.stderr)
+                if hasattr(torch, "_dynamo"):  # drop what the failed mode compiled
+                    torch._dynamo.reset()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         ema_update(step - step0)
