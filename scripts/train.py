@@ -14,6 +14,7 @@ GPU:  python3 scripts/train.py --dataset mnist --attention linear --minutes 20 \
 CPU smoke test (tiny): python3 scripts/train.py --tiny --steps 20 --limit 64 --device cpu ...
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -156,9 +157,7 @@ def main():
                 q.copy_(e)
         return m
 
-    def loss_fn(inp, tgt):
-        return training_loss(model, inp, tgt, amp)
-
+    loss_fn = functools.partial(training_loss, model, amp=amp)
     # the forward to use, best first: torch.compile in the mode asked for, in its default mode,
     # eager; a failure (also one in the backward, as CUDA graphs can give) moves on to the next
     fwds = [loss_fn]
