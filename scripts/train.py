@@ -186,6 +186,8 @@ def main():
         while True:
             try:
                 opt.zero_grad(set_to_none=True)
+                if a.compile_mode == "reduce-overhead" and hasattr(torch, "compiler"):
+                    torch.compiler.cudagraph_mark_step_begin()  # one CUDA graph replay per step
                 loss = fwds[0](inp, tgt)
                 loss.backward()
                 break
