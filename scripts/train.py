@@ -1,6 +1,6 @@
 """Train a lingen model (MNIST or CIFAR-10, linear or softmax attention).
 
-The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping 1.0, a
+The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping (--clip), a
 warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant,
 then a linear decay to zero over the last --decay fraction of the budget) and an
 exponential moving average of the weights (--ema). At the end both the raw and the
@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying")
     ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--clip", type=float, default=1.0,
+                    help="clip the gradient's global norm to this (0: no clipping, as the paper's code)")
     ap.add_argument("--ema", type=float, default=0.999, help="weight EMA decay (0: none)")
     ap.add_argument("--eval-every", type=float, default=3.0, help="minutes between subset evaluations")
     ap.add_argument("--eval-subset", type=int, default=2000)
@@ -199,7 +201,7 @@ def main():
                       file=sys.stderr)
                 if hasattr(torch, "_dynamo"):  # drop what the failed mode compiled
                     torch._dynamo.reset()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else math.inf)
         opt.step()
         ema_update(step - step0)
         step += 1
@@ -263,7 +265,8 @@ def main():
              "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
                        f"decay {a.decay}, dropout {a.dropout}, bf16 autocast"
                        f"{' (linear attention mixed)' if a.mixed_attention and cfg.attention == 'linear' else ''}"
-                       f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, clip 1.0, "
+                       f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, "
+                       f"{f'clip {a.clip}' if a.clip > 0 else 'no clipping'}, "
                        f"EMA {a.ema} ({kind} weights shipped)",
              "history": json.dumps(hist, separators=(",", ":"))}
         modelfile.export(shipped, a.export, p, export_dtype)
