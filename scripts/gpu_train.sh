@@ -6,6 +6,9 @@
 #   bash scripts/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
 #                                      # dataset's runs, bring the models (or last snapshots) back
 #   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
+#   bash scripts/gpu_train.sh stop RUN          # end one run now (e.g. mnist.scratch), to free its GPU
+#                                      # for another start in the same call; finish brings back
+#                                      # its last snapshot
 # Runs of both datasets can train at once: on a machine with two GPUs give each dataset its
 # own (CUDA_VISIBLE_DEVICES=0 / 1 before start); on one GPU the four processes share it.
 # Each run starts from INIT/NAME.bin (INIT defaults to models/) if it exists, a warm restart,
@@ -53,6 +56,8 @@ start)
 watch)
   secs=$1; end=$((SECONDS + secs))
   while [ $SECONDS -lt $end ]; do sleep 20; done ;;
+stop)
+  pkill -f "export $RUN/$1/" && sleep 5 ;;
 finish)
   ds=$1 end=$((SECONDS + ${2:-560}))
   while [ $SECONDS -lt $end ]; do
