@@ -37,6 +37,8 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
     inp, tgt = M.inputs_targets(images)
 
     def step():
+        if mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # as train.py: one graph replay per step
         loss = fwd(inp, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
