@@ -138,20 +138,21 @@ class Reference(unittest.TestCase):
 
 class TrainSmoke(unittest.TestCase):
     def test_mnist(self):
-        self.train_export_and_match_in_c("mnist", "mnist", 40)
+        self.train_export_and_match_in_c("mnist", "mnist", 40, clip="1.0")
 
     def test_cifar10(self):
-        self.train_export_and_match_in_c("cifar10", "cifar-10", 25)
+        self.train_export_and_match_in_c("cifar10", "cifar-10", 25, clip="0")  # no clipping, as the paper
 
-    def train_export_and_match_in_c(self, dataset, folder, steps):
-        """A tiny model trains on 64 real images (loss goes down); its export loads in C and matches."""
+    def train_export_and_match_in_c(self, dataset, folder, steps, clip):
+        """A tiny model trains on 64 real images (loss goes down); its export loads in C and matches,
+        and its metadata names the recipe (here: the gradient clipping)."""
         self.assertTrue(os.path.exists(os.path.join(DATA, folder)), f"no {folder} under {DATA}: set LINGEN_DATA")
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "log.jsonl")
             out = os.path.join(d, "smoke.bin")
             subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--tiny", "--device", "cpu",
                             "--dataset", dataset, "--data", DATA, "--limit", "64", "--batch", "16",
-                            "--steps", str(steps), "--lr", "3e-3",
+                            "--steps", str(steps), "--lr", "3e-3", "--clip", clip,
                             "--warmup", "5", "--decay", "0", "--final-eval", "8", "--export", out,
                             "--export-dtype", "f32", "--log", log], check=True, capture_output=True)
             import json
@@ -161,7 +162,8 @@ class TrainSmoke(unittest.TestCase):
             final = [r for r in recs if r.get("final")][0]
             self.assertLess(final["test_bpd_f32_weights"], first - 0.3, (first, final))
             # golden outputs of the trained model, then the C engine must reproduce them
-            m, _ = modelfile.load(out, torch.float64)
+            m, meta = modelfile.load(out, torch.float64)
+            self.assertIn("no clipping" if clip == "0" else f"clip {clip}", meta["recipe"])
             tok = torch.randint(0, 256, (2, m.cfg.seq_len), generator=torch.Generator().manual_seed(3))
             tok[:, 0] = 256
             with torch.no_grad():
