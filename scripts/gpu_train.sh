@@ -23,7 +23,8 @@
 #   carry .stage4                INIT=.stage4 [CUDA_VISIBLE_DEVICES=1] ... start cifar10 MIN ...
 #   carry .stage5 .data (mnist)  INIT=.stage5 [CUDA_VISIBLE_DEVICES=0] ... start mnist MIN ...
 #   watch SECONDS, again and again; then finish mnist SECS, finish cifar10 SECS
-# (CUDA_VISIBLE_DEVICES only on the two-GPU machine; from session 4 on the linear runs add
+# (CUDA_VISIBLE_DEVICES only on a machine with several GPUs, one per start: with ONLY and TAG
+# below, four H200s ran four MNIST variants in session 6; from session 4 on the linear runs add
 # --mixed-attention, as fast as softmax.)
 # Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
 #   cat NAME.bin.part* > models/NAME.bin      (a tagged run's parts are NAME.TAG.bin.part*)

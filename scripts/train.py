@@ -165,6 +165,7 @@ def main():
     fwds = [loss_fn]
     if a.compile and hasattr(torch, "compile"):
         fwds = [torch.compile(loss_fn, mode=m) for m in dict.fromkeys([a.compile_mode, "default"])] + fwds
+    cuda_graphs = len(fwds) > 1 and a.compile_mode == "reduce-overhead" and hasattr(torch, "compiler")
 
     def save_ckpt():
         if a.ckpt:
@@ -188,7 +189,7 @@ def main():
         while True:
             try:
                 opt.zero_grad(set_to_none=True)
-                if a.compile_mode == "reduce-overhead" and hasattr(torch, "compiler"):
+                if cuda_graphs:
                     torch.compiler.cudagraph_mark_step_begin()  # one CUDA graph replay per step
                 loss = fwds[0](inp, tgt)
                 loss.backward()
