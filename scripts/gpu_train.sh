@@ -36,13 +36,22 @@ DATA=/root/lingen-data
 # train side by side; finish brings back every run of the dataset's models.
 names() { [ -n "${ONLY:-}" ] && echo $ONLY && return; [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
 runs() { for name in $(names $1); do for d in $RUN/$name $RUN/$name.*; do [ -d $d ] && echo $d; done; done; }
+# copy a carried data folder onto the machine's disk; a file already there is left alone and a
+# new one is renamed into place, so that runs already reading the data never see a half-copied
+# file (session 7 lost a run to that, when a later start copied over the files)
+stage_data() {
+  (cd $1 && find . -type f) | while read -r f; do
+    cmp -s $1/$f $DATA/$f && continue
+    mkdir -p $(dirname $DATA/$f); cp $1/$f $DATA/$f.tmp && mv $DATA/$f.tmp $DATA/$f
+  done
+}
 cmd=$1; shift
 case $cmd in
 stage)  # [FOLDER], default .data
-  mkdir -p $DATA; cp -r ${1:-.data}/* $DATA/; find $DATA -name '*.gz' | sort ;;
+  stage_data ${1:-.data}; find $DATA -name '*.gz' | sort ;;
 start)
   ds=$1 minutes=$2; shift 2
-  [ -d .data ] && { mkdir -p $DATA; cp -r .data/* $DATA/; }
+  [ -d .data ] && stage_data .data
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
     d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
