@@ -5,7 +5,7 @@ MNIST or CIFAR-10 model on random images for a few variants, each printed as soo
 measured, then prints the CUDA kernels of the first variant that take the most time. Stops
 starting new variants after --budget seconds, so that it fits a short device call.
 
-    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150]
+    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases]
 """
 import argparse
 import functools
@@ -36,14 +36,30 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
     images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
     inp, tgt = M.inputs_targets(images)
 
-    def step():
+    ema = [p.detach().clone() for p in net.parameters()]
+
+    def step(times=None):
+        """One training step as train.py's; with a dict `times`, adds each phase's seconds to it
+        (the host's time to queue the phase, and until the GPU has finished it as well)."""
+        def phase(name, fn):
+            if times is None:
+                return fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            q, w = times.get(name, (0.0, 0.0))
+            times[name] = (q + t1 - t0, w + time.perf_counter() - t0)
+            return out
         if mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()  # as train.py: one graph replay per step
-        loss = fwd(inp, tgt)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
+        loss = phase("forward", lambda: fwd(inp, tgt))
+        phase("backward", loss.backward)
+        phase("clip", lambda: torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
+        phase("optimizer", opt.step)
+        phase("EMA", lambda: torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1e-3))
     return step
 
 
@@ -55,6 +71,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode, e.g. reduce-overhead")
     ap.add_argument("--no-table", action="store_true", help="skip the kernel table")
+    ap.add_argument("--phases", action="store_true",
+                    help="also time each phase of the step (forward, backward, clip, optimizer, EMA) on its own")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -81,6 +99,12 @@ def main():
         dt = (time.time() - t1) / a.steps
         print(f"{name}, batch {batch}: {batch / dt:.0f} images/s ({dt * 1e3:.1f} ms/step, compile+warm-up {t1 - t0:.0f} s)",
               flush=True)
+        if a.phases:
+            times = {}
+            for _ in range(a.steps):
+                step(times)
+            print("  phases, ms per step (host queues it / until the GPU is done): " + ", ".join(
+                f"{k} {q * 1e3 / a.steps:.2f} / {w * 1e3 / a.steps:.2f}" for k, (q, w) in times.items()), flush=True)
         if first is None:
             first = step
     torch.backends.cuda.matmul.allow_tf32 = False
