@@ -138,21 +138,22 @@ class Reference(unittest.TestCase):
 
 class TrainSmoke(unittest.TestCase):
     def test_mnist(self):
-        self.train_export_and_match_in_c("mnist", "mnist", 40, clip="1.0")
+        self.train_export_and_match_in_c("mnist", "mnist", 40, clip="1.0", ema_every=1)
 
     def test_cifar10(self):
-        self.train_export_and_match_in_c("cifar10", "cifar-10", 25, clip="0")  # no clipping, as the paper
+        # no clipping, as the paper, and the EMA every other step
+        self.train_export_and_match_in_c("cifar10", "cifar-10", 25, clip="0", ema_every=2)
 
-    def train_export_and_match_in_c(self, dataset, folder, steps, clip):
+    def train_export_and_match_in_c(self, dataset, folder, steps, clip, ema_every):
         """A tiny model trains on 64 real images (loss goes down); its export loads in C and matches,
-        and its metadata names the recipe (here: the gradient clipping)."""
+        and its metadata names the recipe (here: the gradient clipping and the EMA's interval)."""
         self.assertTrue(os.path.exists(os.path.join(DATA, folder)), f"no {folder} under {DATA}: set LINGEN_DATA")
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "log.jsonl")
             out = os.path.join(d, "smoke.bin")
             subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "train.py"), "--tiny", "--device", "cpu",
                             "--dataset", dataset, "--data", DATA, "--limit", "64", "--batch", "16",
-                            "--steps", str(steps), "--lr", "3e-3", "--clip", clip,
+                            "--steps", str(steps), "--lr", "3e-3", "--clip", clip, "--ema-every", str(ema_every),
                             "--warmup", "5", "--decay", "0", "--final-eval", "8", "--export", out,
                             "--export-dtype", "f32", "--log", log], check=True, capture_output=True)
             import json
@@ -164,6 +165,7 @@ class TrainSmoke(unittest.TestCase):
             # golden outputs of the trained model, then the C engine must reproduce them
             m, meta = modelfile.load(out, torch.float64)
             self.assertIn("no clipping" if clip == "0" else f"clip {clip}", meta["recipe"])
+            self.assertEqual(f"every {ema_every} steps" in meta["recipe"], ema_every > 1, meta["recipe"])
             tok = torch.randint(0, 256, (2, m.cfg.seq_len), generator=torch.Generator().manual_seed(3))
             tok[:, 0] = 256
             with torch.no_grad():
