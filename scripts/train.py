@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.ema_every < 1:
+        ap.error("--ema-every must be at least 1")
 
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
