@@ -5,7 +5,7 @@ MNIST or CIFAR-10 model on random images for a few variants, each printed as soo
 measured, then prints the CUDA kernels of the first variant that take the most time. Stops
 starting new variants after --budget seconds, so that it fits a short device call.
 
-    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases]
+    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases] [--whole-graph]
 """
 import argparse
 import functools
@@ -26,17 +26,30 @@ def variants():
     yield "linear, chunk 64, TF32 products", "linear", 64, True, False
 
 
-def build(cfg, attention, chunk, mixed, batch, dev, mode):
+def parts(cfg, attention, chunk, mixed, dev, mode, lr=1e-4, capturable=False):
+    """The model (the same weights at every call), its fused AdamW, the compiled loss, the EMA."""
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
+    torch.manual_seed(0)
     net = M.Model(cfg).to(dev).train()
     net.chunk, net.mixed_attention = chunk, mixed
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
-
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, fused=True, capturable=capturable)
     fwd = torch.compile(functools.partial(M.training_loss, net, amp=True), mode=mode)
+    ema = [p.detach().clone() for p in net.parameters()]
+    return cfg, net, opt, fwd, ema
+
+
+def clip(net):
+    return torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+
+
+def average(net, ema):
+    torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1e-3)
+
+
+def build(cfg, attention, chunk, mixed, batch, dev, mode):
+    cfg, net, opt, fwd, ema = parts(cfg, attention, chunk, mixed, dev, mode)
     images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
     inp, tgt = M.inputs_targets(images)
-
-    ema = [p.detach().clone() for p in net.parameters()]
 
     def step(times=None):
         """One training step as train.py's; with a dict `times`, adds each phase's seconds to it
@@ -57,10 +70,93 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
         opt.zero_grad(set_to_none=True)
         loss = phase("forward", lambda: fwd(inp, tgt))
         phase("backward", loss.backward)
-        phase("clip", lambda: torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
+        phase("clip", lambda: clip(net))
         phase("optimizer", opt.step)
-        phase("EMA", lambda: torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1e-3))
+        phase("EMA", lambda: average(net, ema))
     return step
+
+
+def build_whole_graph(cfg, attention, chunk, mixed, batch, dev):
+    """The whole step (compiled forward in the default mode, backward, clipping, AdamW, EMA)
+    captured once in one CUDA graph, so that the host queues one replay per step instead of
+    ~6 ms of kernels (session 7). The learning rate is a tensor on the GPU, for a schedule to
+    set between replays. Returns (step(images or None) -> the loss tensor, net, opt, ema)."""
+    lr = torch.tensor(1e-4, device=dev)
+    cfg, net, opt, fwd, ema = parts(cfg, attention, chunk, mixed, dev, "default", lr, capturable=True)
+    images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
+    inp, tgt = M.inputs_targets(images)  # the graph's input buffers: a replay reads what is in them
+
+    def body():
+        loss = fwd(inp, tgt)
+        loss.backward()
+        clip(net)
+        opt.step()
+        average(net, ema)
+        return loss
+
+    side = torch.cuda.Stream()  # warm-up (compiling, the optimizer's state) outside the capture
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)  # the capture allocates the gradients in the graph's memory
+    with torch.cuda.graph(graph):
+        loss = body()
+
+    def step(images=None):
+        if images is not None:
+            new_inp, new_tgt = M.inputs_targets(images)
+            inp.copy_(new_inp)
+            tgt.copy_(new_tgt)
+        graph.replay()
+        return loss
+    return step, net, opt, ema
+
+
+def check_whole_graph(cfg, attention, chunk, mixed, batch, dev, steps):
+    """Builds the captured step, checks it against the plain one (same weights, same batches:
+    the losses, the weights and the EMA after `steps` steps), and times its replays."""
+    t0 = time.time()
+    gstep, gnet, gopt, gema = build_whole_graph(cfg, attention, chunk, mixed, batch, dev)
+    torch.cuda.synchronize()
+    t1 = time.time()
+    for _ in range(steps):
+        gstep()
+    t2 = time.time()
+    torch.cuda.synchronize()
+    dt = (time.time() - t1) / steps
+    print(f"  whole step in one CUDA graph: {batch / dt:.0f} images/s ({dt * 1e3:.2f} ms/step, host "
+          f"{(t2 - t1) * 1e3 / steps:.2f} ms; capture {t1 - t0:.0f} s)", flush=True)
+
+    cfg, rnet, ropt, rfwd, rema = parts(cfg, attention, chunk, mixed, dev, "default")
+    with torch.no_grad():  # both from the reference's start (the warm-up and timing moved the graph's)
+        for g, r in zip(gnet.parameters(), rnet.parameters()):
+            g.copy_(r)
+        for e, r in zip(gema, rnet.parameters()):
+            e.copy_(r)
+        for state in gopt.state.values():  # exp_avg, exp_avg_sq and the step count back to 0
+            for v in state.values():
+                v.zero_()
+    gen = torch.Generator(device=dev).manual_seed(1)
+    worst = 0.0
+    for _ in range(5):
+        images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev, generator=gen)
+        inp, tgt = M.inputs_targets(images)
+        ropt.zero_grad(set_to_none=True)
+        rl = rfwd(inp, tgt)
+        rl.backward()
+        clip(rnet)
+        ropt.step()
+        average(rnet, rema)
+        gl = gstep(images)
+        worst = max(worst, abs(gl.item() - rl.item()) / abs(rl.item()))
+    dw = max((g - r).abs().max().item() for g, r in zip(gnet.parameters(), rnet.parameters()))
+    de = max((g - r).abs().max().item() for g, r in zip(gema, rema))
+    print(f"  against the plain step over 5 steps: loss differs by at most {worst:.2e} (relative); "
+          f"weights by {dw:.2e}, EMA by {de:.2e} (largest absolute)", flush=True)
 
 
 def main():
@@ -73,6 +169,8 @@ def main():
     ap.add_argument("--no-table", action="store_true", help="skip the kernel table")
     ap.add_argument("--phases", action="store_true",
                     help="also time each phase of the step (forward, backward, clip, optimizer, EMA) on its own")
+    ap.add_argument("--whole-graph", action="store_true",
+                    help="also capture the whole step in one CUDA graph: check it against the plain step, time it")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -105,6 +203,11 @@ def main():
                 step(times)
             print("  phases, ms per step (host queues it / until the GPU is done): " + ", ".join(
                 f"{k} {q * 1e3 / a.steps:.2f} / {w * 1e3 / a.steps:.2f}" for k, (q, w) in times.items()), flush=True)
+        if a.whole_graph:
+            try:
+                check_whole_graph(cfg, attention, chunk, mixed, batch, dev, a.steps)
+            except Exception as e:  # report and go on with the other variants
+                print(f"  whole step in one CUDA graph failed: {e!r:.500}", flush=True)
         if first is None:
             first = step
     torch.backends.cuda.matmul.allow_tf32 = False
