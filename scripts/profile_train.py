@@ -14,6 +14,7 @@ import time
 import torch
 
 import model as M
+from graphstep import GraphedStep
 
 
 def variants():
@@ -26,13 +27,13 @@ def variants():
     yield "linear, chunk 64, TF32 products", "linear", 64, True, False
 
 
-def parts(cfg, attention, chunk, mixed, dev, mode, lr=1e-4, capturable=False):
+def parts(cfg, attention, chunk, mixed, dev, mode, dropout=0.0):
     """The model (the same weights at every call), its fused AdamW, the compiled loss, the EMA."""
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
     torch.manual_seed(0)
-    net = M.Model(cfg).to(dev).train()
+    net = M.Model(cfg, dropout).to(dev).train()
     net.chunk, net.mixed_attention = chunk, mixed
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, fused=True, capturable=capturable)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
     fwd = torch.compile(functools.partial(M.training_loss, net, amp=True), mode=mode)
     ema = [p.detach().clone() for p in net.parameters()]
     return cfg, net, opt, fwd, ema
@@ -76,82 +77,53 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
     return step
 
 
-def build_whole_graph(cfg, attention, chunk, mixed, batch, dev):
-    """The whole step (compiled forward in the default mode, backward, clipping, AdamW, EMA)
-    captured once in one CUDA graph, so that the host queues one replay per step instead of
-    ~6 ms of kernels (session 7). The learning rate is a tensor on the GPU, for a schedule to
-    set between replays. Returns (step(images or None) -> the loss tensor, net, opt, ema)."""
-    lr = torch.tensor(1e-4, device=dev)
-    cfg, net, opt, fwd, ema = parts(cfg, attention, chunk, mixed, dev, "default", lr, capturable=True)
-    images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev)
-    inp, tgt = M.inputs_targets(images)  # the graph's input buffers: a replay reads what is in them
-
-    def body():
-        loss = fwd(inp, tgt)
-        loss.backward()
-        clip(net)
-        opt.step()
-        average(net, ema)
-        return loss
-
-    side = torch.cuda.Stream()  # warm-up (compiling, the optimizer's state) outside the capture
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            body()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)  # the capture allocates the gradients in the graph's memory
-    with torch.cuda.graph(graph):
-        loss = body()
-
-    def step(images=None):
-        if images is not None:
-            new_inp, new_tgt = M.inputs_targets(images)
-            inp.copy_(new_inp)
-            tgt.copy_(new_tgt)
-        graph.replay()
-        return loss
-    return step, net, opt, ema
-
-
-def check_whole_graph(cfg, attention, chunk, mixed, batch, dev, steps):
-    """Builds the captured step, checks it against the plain one (same weights, same batches:
-    the losses, the weights and the EMA after `steps` steps), and times its replays."""
+def check_whole_graph(cfg, attention, chunk, mixed, batch, dev, steps, dropout):
+    """The step captured whole (graphstep.py, as train.py --whole-graph): times its replays,
+    checks it against the plain step (without dropout: the same losses, weights and EMA after
+    5 steps from the same start on the same batches) and that dropout draws new masks at
+    every replay."""
     t0 = time.time()
-    gstep, gnet, gopt, gema = build_whole_graph(cfg, attention, chunk, mixed, batch, dev)
-    torch.cuda.synchronize()
+    cfg, gnet, _, gfwd, gema = parts(cfg, attention, chunk, mixed, dev, "default", dropout=dropout)
+    gs = GraphedStep(gnet, gfwd, batch, cfg.seq_len, dev, (0.9, 0.999), 0.01, 1.0, gema)
+    gs.capture()
+    inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev))
     t1 = time.time()
     for _ in range(steps):
-        gstep()
+        gs(inp, tgt, 1e-4, 1e-3)
     t2 = time.time()
     torch.cuda.synchronize()
     dt = (time.time() - t1) / steps
     print(f"  whole step in one CUDA graph: {batch / dt:.0f} images/s ({dt * 1e3:.2f} ms/step, host "
-          f"{(t2 - t1) * 1e3 / steps:.2f} ms; capture {t1 - t0:.0f} s)", flush=True)
+          f"{(t2 - t1) * 1e3 / steps:.2f} ms; compile+capture {t1 - t0:.0f} s)", flush=True)
 
+    # lr 0: the weights stay, so two replays on one batch differ only by dropout's masks
+    a, b = gs(inp, tgt, 0.0).item(), gs(inp, tgt, 0.0).item()
+    print(f"  dropout {dropout}: two replays on one batch, weights fixed: {a:.6f}, {b:.6f} "
+          f"({'differ, as they must' if a != b and dropout > 0 else 'equal, as they must' if a == b and dropout == 0 else 'WRONG'})",
+          flush=True)
+    if dropout > 0:
+        return
     cfg, rnet, ropt, rfwd, rema = parts(cfg, attention, chunk, mixed, dev, "default")
-    with torch.no_grad():  # both from the reference's start (the warm-up and timing moved the graph's)
+    with torch.no_grad():  # both from the reference's start (the timing moved the graph's weights)
         for g, r in zip(gnet.parameters(), rnet.parameters()):
             g.copy_(r)
         for e, r in zip(gema, rnet.parameters()):
             e.copy_(r)
-        for state in gopt.state.values():  # exp_avg, exp_avg_sq and the step count back to 0
+        for state in gs.opt.state.values():  # moments and step counts back to 0
             for v in state.values():
                 v.zero_()
     gen = torch.Generator(device=dev).manual_seed(1)
     worst = 0.0
     for _ in range(5):
-        images = torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev, generator=gen)
-        inp, tgt = M.inputs_targets(images)
+        inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8,
+                                                  device=dev, generator=gen))
         ropt.zero_grad(set_to_none=True)
         rl = rfwd(inp, tgt)
         rl.backward()
         clip(rnet)
         ropt.step()
         average(rnet, rema)
-        gl = gstep(images)
+        gl = gs(inp, tgt, 1e-4, 1e-3)
         worst = max(worst, abs(gl.item() - rl.item()) / abs(rl.item()))
     dw = max((g - r).abs().max().item() for g, r in zip(gnet.parameters(), rnet.parameters()))
     de = max((g - r).abs().max().item() for g, r in zip(gema, rema))
@@ -171,6 +143,7 @@ def main():
                     help="also time each phase of the step (forward, backward, clip, optimizer, EMA) on its own")
     ap.add_argument("--whole-graph", action="store_true",
                     help="also capture the whole step in one CUDA graph: check it against the plain step, time it")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout of the --whole-graph check")
     ap.add_argument("--budget", type=float, default=150.0, help="seconds after which no new variant starts")
     a = ap.parse_args()
     dev = torch.device("cuda")
@@ -205,7 +178,7 @@ def main():
                 f"{k} {q * 1e3 / a.steps:.2f} / {w * 1e3 / a.steps:.2f}" for k, (q, w) in times.items()), flush=True)
         if a.whole_graph:
             try:
-                check_whole_graph(cfg, attention, chunk, mixed, batch, dev, a.steps)
+                check_whole_graph(cfg, attention, chunk, mixed, batch, dev, a.steps, a.dropout)
             except Exception as e:  # report and go on with the other variants
                 print(f"  whole step in one CUDA graph failed: {e!r:.500}", flush=True)
         if first is None:

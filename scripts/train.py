@@ -25,6 +25,7 @@ import torch
 
 import data
 import modelfile
+from graphstep import GraphedStep
 from model import CIFAR10, MNIST, Config, Model, bits_per_dim, inputs_targets, training_loss
 
 
@@ -87,6 +88,9 @@ def main():
                     help="linear attention's products in bf16, its phi and sums in float32 (model.py)")
     ap.add_argument("--chunk", type=int, default=64, help="linear attention's chunk length (model.py)")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--whole-graph", action="store_true",
+                    help="capture the whole step (forward, backward, clipping, AdamW, EMA) in one CUDA graph "
+                         "and replay it (graphstep.py; CUDA only): the host queues one replay per step")
     ap.add_argument("--compile-mode", default="default",
                     help="torch.compile mode (reduce-overhead: CUDA graphs, for small batches)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -94,6 +98,8 @@ def main():
     a = ap.parse_args()
     if a.ema_every < 1:
         ap.error("--ema-every must be at least 1")
+    if a.whole_graph and not a.device.startswith("cuda"):
+        ap.error("--whole-graph needs a CUDA device")
 
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
@@ -127,13 +133,20 @@ def main():
     n_train = train.shape[0]
     bs = min(a.batch, n_train)
 
-    fused = {"fused": True} if dev.type == "cuda" else {}
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=a.wd, **fused)
+    loss_fn = functools.partial(training_loss, model, amp=amp)
     # the averaged weights, fp32; the decay ramps up as (1+n)/(10+n) so that a short run averages few steps
     ema = [p.detach().clone() for p in model.parameters()] if a.ema > 0 else None
+    betas = (0.9, 0.95)
+    ck = torch.load(a.ckpt, map_location=dev) if a.ckpt and os.path.exists(a.ckpt) else None
+
+    def plain_optimizer():
+        fused = {"fused": True} if dev.type == "cuda" else {}
+        return torch.optim.AdamW(model.parameters(), lr=a.lr, betas=betas, weight_decay=a.wd, **fused)
+    graphed = GraphedStep(model, torch.compile(loss_fn), bs, cfg.seq_len, dev, betas, a.wd, a.clip,
+                          ema) if a.whole_graph else None
+    opt = graphed.opt if graphed else plain_optimizer()
     step, elapsed, curve = 0, 0.0, []
-    if a.ckpt and os.path.exists(a.ckpt):
-        ck = torch.load(a.ckpt, map_location=dev)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         if ema is not None and ck.get("ema") is not None:
@@ -141,20 +154,33 @@ def main():
                 e.copy_(v)
         step, elapsed, curve = ck["step"], ck["elapsed"], ck["curve"]
         print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
+    if graphed:
+        try:
+            graphed.capture()
+        except Exception as e:  # a failed capture must not cost the run: plain steps instead
+            print(f"capturing the whole step failed ({e!r:.300}); plain steps", file=sys.stderr)
+            graphed, opt = None, plain_optimizer()
+            if ck is not None:
+                opt.load_state_dict(ck["opt"])
 
-    def ema_update(n):
-        # the step is bound by the host queueing its kernels (session 7: 6 ms per MNIST step at
-        # batch 16, 0.55 of them the EMA's), so --ema-every K updates only every K-th step, with
-        # the decay of K steps; the average covers the same span of training
-        if ema is not None and (n + 1) % a.ema_every == 0:
-            d = min(a.ema, (1 + n) / (10 + n)) ** a.ema_every
+    def ema_weight(n):
+        """The weight of the new weights in the average after step n (0: no update).
+        The step is bound by the host queueing its kernels (session 7: 6 ms per MNIST step at
+        batch 16, 0.55 of them the EMA's), so --ema-every K updates only every K-th step, with
+        the decay of K steps; the average covers the same span of training."""
+        if ema is None or (n + 1) % a.ema_every:
+            return 0.0
+        return 1.0 - min(a.ema, (1 + n) / (10 + n)) ** a.ema_every
+
+    def ema_update(w):
+        if w > 0:
             with torch.no_grad():
                 params = [p.detach() for p in model.parameters()]
                 if hasattr(torch, "_foreach_lerp_"):  # one kernel for all tensors (PyTorch 2)
-                    torch._foreach_lerp_(ema, params, 1.0 - d)
+                    torch._foreach_lerp_(ema, params, w)
                 else:
                     for e, p in zip(ema, params):
-                        e.lerp_(p, 1.0 - d)
+                        e.lerp_(p, w)
 
     def averaged():
         """A copy of the model holding the EMA weights (the model itself when there is no EMA)."""
@@ -166,7 +192,6 @@ def main():
                 q.copy_(e)
         return m
 
-    loss_fn = functools.partial(training_loss, model, amp=amp)
     # the forward to use, best first: torch.compile in the mode asked for, in its default mode,
     # eager; a failure (also one in the backward, as CUDA graphs can give) moves on to the next
     fwds = [loss_fn]
@@ -180,17 +205,9 @@ def main():
                         "elapsed": elapsed, "curve": curve, "config": cfg.as_dict(), "ema": ema}, a.ckpt + ".tmp")
             os.replace(a.ckpt + ".tmp", a.ckpt)
 
-    budget = a.minutes * 60
-    step0, t_last_eval = 0, time.time()  # step counts this session's steps
-    perm, pi = torch.randperm(n_train, device=dev), 0
-    t_prev = time.time()
-    smooth = None
-    while elapsed < budget and not (a.steps and step - step0 >= a.steps):
-        if pi + bs > n_train:
-            perm, pi = torch.randperm(n_train, device=dev), 0
-        inp, tgt = inputs_targets(train[perm[pi:pi + bs]])
-        pi += bs
-        lr = lr_at(elapsed / budget, step - step0, a)
+    def plain_step(inp, tgt, lr, ema_w, logged):
+        """One training step, its kernels queued one by one; returns the loss and the gradient's
+        norm (None when neither clipping nor the log needs it)."""
         for g in opt.param_groups:
             g["lr"] = lr
         while True:
@@ -211,11 +228,29 @@ def main():
                     torch._dynamo.reset()
         # the norm costs 1.4 ms of host time per MNIST step (session 7): without clipping, take it
         # only for the steps that log it
-        logged = (step + 1) % 200 == 0 or step + 1 - step0 <= 3
+        gn = None
         if a.clip > 0 or logged:
             gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else math.inf)
         opt.step()
-        ema_update(step - step0)
+        ema_update(ema_w)
+        return loss, gn
+
+    budget = a.minutes * 60
+    step0, t_last_eval = 0, time.time()  # step counts this session's steps
+    perm, pi = torch.randperm(n_train, device=dev), 0
+    t_prev = time.time()
+    smooth = None
+    while elapsed < budget and not (a.steps and step - step0 >= a.steps):
+        if pi + bs > n_train:
+            perm, pi = torch.randperm(n_train, device=dev), 0
+        inp, tgt = inputs_targets(train[perm[pi:pi + bs]])
+        pi += bs
+        lr = lr_at(elapsed / budget, step - step0, a)
+        logged = (step + 1) % 200 == 0 or step + 1 - step0 <= 3
+        if graphed:
+            loss, gn = graphed(inp, tgt, lr, ema_weight(step - step0)), graphed.gnorm
+        else:
+            loss, gn = plain_step(inp, tgt, lr, ema_weight(step - step0), logged)
         step += 1
         now = time.time()
         if step - step0 > 3:  # the first steps compile: keep them out of the budget
@@ -279,7 +314,8 @@ def main():
                        f"{' (linear attention mixed)' if a.mixed_attention and cfg.attention == 'linear' else ''}"
                        f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, "
                        f"{f'clip {a.clip}' if a.clip > 0 else 'no clipping'}, "
-                       f"EMA {a.ema}{f' every {a.ema_every} steps' if a.ema_every > 1 else ''} ({kind} weights shipped)",
+                       f"EMA {a.ema}{f' every {a.ema_every} steps' if a.ema_every > 1 else ''} ({kind} weights shipped)"
+                       f"{', whole step in one CUDA graph' if graphed else ''}",
              "history": json.dumps(hist, separators=(",", ":"))}
         modelfile.export(shipped, a.export, p, export_dtype)
         print(f"exported {a.export}", file=sys.stderr)
