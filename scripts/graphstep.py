@@ -22,7 +22,7 @@ import torch
 
 class GraphedStep:
     def __init__(self, model, loss_fn, batch, seq_len, dev, betas, wd, clip, ema):
-        self.model, self.loss_fn, self.clip, self.ema = model, loss_fn, clip, ema
+        self.loss_fn, self.clip, self.ema = loss_fn, clip, ema
         self.params = list(model.parameters())
         self.lr = torch.zeros((), device=dev)
         self.ema_w = torch.zeros((), device=dev)
@@ -44,9 +44,13 @@ class GraphedStep:
             torch._foreach_add_(self.ema, diff)
         return loss, gnorm
 
-    def capture(self):
+    def capture(self, random=False):
         """Warm up (compiling, the optimizer's lazy state) with lr = 0 and ema_w = 0, so that the
-        weights and the average do not move, capture, then put the optimizer's state back."""
+        weights and the average do not move, capture, then put the optimizer's state back.
+        random: the step draws random numbers (dropout); raises if two replays on one batch at
+        lr = 0 give the same loss, i.e. if the graph replays the masks it drew at capture."""
+        for g in self.opt.param_groups:  # loading a state dict may have replaced the lr tensor
+            g["lr"] = self.lr
         saved = {id(p): {k: v.clone() for k, v in s.items()} for p, s in self.opt.state.items()}
         self.lr.zero_()
         self.ema_w.zero_()
@@ -61,6 +65,13 @@ class GraphedStep:
         self.opt.zero_grad(set_to_none=True)  # the capture allocates the gradients in the graph's pool
         with torch.cuda.graph(self.graph):
             self.loss, self.gnorm = self._body()
+        if random:
+            self.graph.replay()
+            a = self.loss.item()
+            self.graph.replay()
+            b = self.loss.item()
+            if a == b:
+                raise RuntimeError(f"two replays on one batch gave the same loss {a}: fixed dropout masks")
         with torch.no_grad():  # the warm-up's moments and step counts are not the run's
             for p, state in self.opt.state.items():
                 for k, v in state.items():

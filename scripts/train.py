@@ -156,7 +156,7 @@ def main():
         print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
     if graphed:
         try:
-            graphed.capture()
+            graphed.capture(random=a.dropout > 0)
         except Exception as e:  # a failed capture must not cost the run: plain steps instead
             print(f"capturing the whole step failed ({e!r:.300}); plain steps", file=sys.stderr)
             graphed, opt = None, plain_optimizer()
