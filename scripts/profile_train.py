@@ -39,12 +39,18 @@ def parts(cfg, attention, chunk, mixed, dev, mode, dropout=0.0):
     return cfg, net, opt, fwd, ema
 
 
-def clip(net):
-    return torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-
-
-def average(net, ema):
-    torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1e-3)
+def plain_step(net, opt, fwd, ema, inp, tgt, mode, phase=lambda name, fn: fn()):
+    """One training step as train.py's, its kernels queued one by one; phase(name, fn) runs each
+    part (to time it). Returns the loss."""
+    if mode == "reduce-overhead":
+        torch.compiler.cudagraph_mark_step_begin()  # as train.py: one graph replay per step
+    opt.zero_grad(set_to_none=True)
+    loss = phase("forward", lambda: fwd(inp, tgt))
+    phase("backward", loss.backward)
+    phase("clip", lambda: torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
+    phase("optimizer", opt.step)
+    phase("EMA", lambda: torch._foreach_lerp_(ema, [p.detach() for p in net.parameters()], 1e-3))
+    return loss
 
 
 def build(cfg, attention, chunk, mixed, batch, dev, mode):
@@ -53,11 +59,9 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
     inp, tgt = M.inputs_targets(images)
 
     def step(times=None):
-        """One training step as train.py's; with a dict `times`, adds each phase's seconds to it
-        (the host's time to queue the phase, and until the GPU has finished it as well)."""
-        def phase(name, fn):
-            if times is None:
-                return fn()
+        """One step; with a dict `times`, adds each phase's seconds to it (the host's time to
+        queue the phase, and until the GPU has finished it as well)."""
+        def timed(name, fn):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             out = fn()
@@ -66,69 +70,53 @@ def build(cfg, attention, chunk, mixed, batch, dev, mode):
             q, w = times.get(name, (0.0, 0.0))
             times[name] = (q + t1 - t0, w + time.perf_counter() - t0)
             return out
-        if mode == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()  # as train.py: one graph replay per step
-        opt.zero_grad(set_to_none=True)
-        loss = phase("forward", lambda: fwd(inp, tgt))
-        phase("backward", loss.backward)
-        phase("clip", lambda: clip(net))
-        phase("optimizer", opt.step)
-        phase("EMA", lambda: average(net, ema))
+        if times is None:
+            return plain_step(net, opt, fwd, ema, inp, tgt, mode)
+        return plain_step(net, opt, fwd, ema, inp, tgt, mode, timed)
     return step
 
 
 def check_whole_graph(cfg, attention, chunk, mixed, batch, dev, steps, dropout):
-    """The step captured whole (graphstep.py, as train.py --whole-graph): times its replays,
-    checks it against the plain step (without dropout: the same losses, weights and EMA after
-    5 steps from the same start on the same batches) and that dropout draws new masks at
-    every replay."""
+    """The step captured whole (graphstep.py, as train.py --whole-graph): checks it against the
+    plain step (without dropout: the same losses, weights and EMA after 5 steps on the same
+    batches, both from the same start, which the capture must leave as it found it), times its
+    replays, and checks that dropout draws new masks at every replay."""
     t0 = time.time()
     cfg, gnet, _, gfwd, gema = parts(cfg, attention, chunk, mixed, dev, "default", dropout=dropout)
     gs = GraphedStep(gnet, gfwd, batch, cfg.seq_len, dev, (0.9, 0.999), 0.01, 1.0, gema)
     gs.capture()
-    inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev))
     t1 = time.time()
+    if dropout == 0:
+        cfg, rnet, ropt, rfwd, rema = parts(cfg, attention, chunk, mixed, dev, "default")
+        gen = torch.Generator(device=dev).manual_seed(1)
+        worst = 0.0
+        for _ in range(5):
+            inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8,
+                                                      device=dev, generator=gen))
+            rl = plain_step(rnet, ropt, rfwd, rema, inp, tgt, "default").item()
+            gl = gs(inp, tgt, 1e-4, 1e-3).item()
+            worst = max(worst, abs(gl - rl) / abs(rl))
+        dw = max((g - r).abs().max().item() for g, r in zip(gnet.parameters(), rnet.parameters()))
+        de = max((g - r).abs().max().item() for g, r in zip(gema, rema))
+        print(f"  whole step in one CUDA graph against the plain step over 5 steps: loss differs by at "
+              f"most {worst:.2e} (relative); weights by {dw:.2e}, EMA by {de:.2e} (largest absolute)", flush=True)
+
+    inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8, device=dev))
+    torch.cuda.synchronize()
+    t2 = time.time()
     for _ in range(steps):
         gs(inp, tgt, 1e-4, 1e-3)
-    t2 = time.time()
+    t3 = time.time()
     torch.cuda.synchronize()
-    dt = (time.time() - t1) / steps
+    dt = (time.time() - t2) / steps
     print(f"  whole step in one CUDA graph: {batch / dt:.0f} images/s ({dt * 1e3:.2f} ms/step, host "
-          f"{(t2 - t1) * 1e3 / steps:.2f} ms; compile+capture {t1 - t0:.0f} s)", flush=True)
+          f"{(t3 - t2) * 1e3 / steps:.2f} ms; compile+capture {t1 - t0:.0f} s)", flush=True)
 
     # lr 0: the weights stay, so two replays on one batch differ only by dropout's masks
     a, b = gs(inp, tgt, 0.0).item(), gs(inp, tgt, 0.0).item()
+    ok = a != b if dropout > 0 else a == b
     print(f"  dropout {dropout}: two replays on one batch, weights fixed: {a:.6f}, {b:.6f} "
-          f"({'differ, as they must' if a != b and dropout > 0 else 'equal, as they must' if a == b and dropout == 0 else 'WRONG'})",
-          flush=True)
-    if dropout > 0:
-        return
-    cfg, rnet, ropt, rfwd, rema = parts(cfg, attention, chunk, mixed, dev, "default")
-    with torch.no_grad():  # both from the reference's start (the timing moved the graph's weights)
-        for g, r in zip(gnet.parameters(), rnet.parameters()):
-            g.copy_(r)
-        for e, r in zip(gema, rnet.parameters()):
-            e.copy_(r)
-        for state in gs.opt.state.values():  # moments and step counts back to 0
-            for v in state.values():
-                v.zero_()
-    gen = torch.Generator(device=dev).manual_seed(1)
-    worst = 0.0
-    for _ in range(5):
-        inp, tgt = M.inputs_targets(torch.randint(0, 256, (batch, cfg.seq_len), dtype=torch.uint8,
-                                                  device=dev, generator=gen))
-        ropt.zero_grad(set_to_none=True)
-        rl = rfwd(inp, tgt)
-        rl.backward()
-        clip(rnet)
-        ropt.step()
-        average(rnet, rema)
-        gl = gs(inp, tgt, 1e-4, 1e-3)
-        worst = max(worst, abs(gl.item() - rl.item()) / abs(rl.item()))
-    dw = max((g - r).abs().max().item() for g, r in zip(gnet.parameters(), rnet.parameters()))
-    de = max((g - r).abs().max().item() for g, r in zip(gema, rema))
-    print(f"  against the plain step over 5 steps: loss differs by at most {worst:.2e} (relative); "
-          f"weights by {dw:.2e}, EMA by {de:.2e} (largest absolute)", flush=True)
+          f"({'as they must be' if ok else 'WRONG'})", flush=True)
 
 
 def main():
