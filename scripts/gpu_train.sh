@@ -15,8 +15,9 @@
 # else from scratch. Data: carried in ignored folders, copied onto the machine's disk.
 # Every call carries the working tree (64 MiB at most), so move models/*.bin (76 MB) out of it
 # for the session: models/cifar*.bin into .stage4, models/mnist*.bin into .stage5, then
-# rm models/*.bin (and `git checkout -- models/*.bin` after: not the whole folder, which would also drop edits to models/README.md). The calls, back to back (the machine is
-# given back after 30 s idle); models/README.md has the arguments of the last session:
+# rm models/*.bin (and `git checkout -- models/*.bin` after: not the whole folder, which would
+# also drop edits to models/README.md). The calls, back to back (the machine is given back
+# after 30 s idle); models/README.md has the arguments of the last session:
 #   carry .stage1 (cifar-10/data_batch_{1,2}.bin.gz)   stage .stage1
 #   carry .stage2 (cifar-10/data_batch_{3,4}.bin.gz)   stage .stage2
 #   carry .stage3 (cifar-10/{data_batch_5,test_batch}.bin.gz)   stage .stage3
