@@ -8,8 +8,8 @@ the GPU's ~4.9 ms per step, which bounds the step (3,226 against 3,256 images/s)
 
 What changes between steps lives in GPU tensors that a replay reads: the batch (`inp`,
 `tgt`), the learning rate (`lr`) and the EMA's weight of the new weights (`ema_w`, 1 - decay;
-0 skips the average). Outputs: `loss` and `gnorm` (the gradient's global norm, before
-clipping).
+0 leaves the average as it is: the graph still runs its update, adding zero). Outputs: `loss`
+and `gnorm` (the gradient's global norm, before clipping).
 
     step = GraphedStep(model, loss_fn, batch, seq_len, dev, betas, wd, clip, ema_list_or_None)
     step.capture()                       # after loading any optimizer state into step.opt
