@@ -58,8 +58,9 @@ $(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUI
 test-py: $(BUILD)/test_transformer
 	cd tests && $(PYTHON) -m unittest -v test_reference.py
 
+# every tests/test_cli*.sh, one topic each
 test-cli: lingen
-	bash tests/test_cli.sh
+	@set -e; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t; done
 
 # Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
 bench: lingen
