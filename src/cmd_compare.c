@@ -88,8 +88,7 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
     for (int i = 0; i < k; i++) {
         int T = pos[i] + 1;
         for (int b = 0; b < B; b++)   /* test images stand in for samples: the time is the same */
-            for (int t = 0; t < T; t++)
-                tok[b * T + t] = t == 0 ? BOS_TOKEN : j->imgs[(size_t)(b % j->n_imgs) * N + t - 1];
+            input_tokens(tok + b * T, j->imgs + (size_t)(b % j->n_imgs) * N, 0, T);
         runstate_reset(&s, c);
         double t0 = now_seconds();
         transformer_forward(m, &s, tok, B, T);

@@ -21,9 +21,7 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
         for (int b = 0; b < nb; b++) per_image[start + b] = 0;
         /* inputs BOS, x1 .. x(N-1); the output at position t predicts x(t) (0-based: x[t]) */
         for (int t0 = 0; t0 < N; t0 += T) {
-            for (int b = 0; b < nb; b++)
-                for (int t = 0; t < T; t++)
-                    tok[b * T + t] = t0 + t == 0 ? BOS_TOKEN : x[(size_t)b * N + t0 + t - 1];
+            for (int b = 0; b < nb; b++) input_tokens(tok + b * T, x + (size_t)b * N, t0, T);
             transformer_forward(m, &s, tok, nb, T);
             for (int b = 0; b < nb; b++)
                 for (int t = 0; t < T; t++)

@@ -27,14 +27,13 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
         if (P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
             for (int b = 0; b < nb; b++) {
                 memcpy(img + (size_t)b * N, o->prefix + (size_t)(start + b) * N, P);
-                tok[b * P] = BOS_TOKEN;
-                for (int t = 1; t < P; t++) tok[b * P + t] = img[(size_t)b * N + t - 1];
+                input_tokens(tok + b * P, img + (size_t)b * N, 0, P);
             }
             transformer_forward(m, &s, tok, nb, P);
         }
         for (int t = P; t < N; t++) {   /* position t sees x(t-1) (BOS at 0) and draws x(t) */
             double t0 = o->step_seconds ? now_seconds() : 0;
-            for (int b = 0; b < nb; b++) tok[b] = t == 0 ? BOS_TOKEN : img[(size_t)b * N + t - 1];
+            for (int b = 0; b < nb; b++) input_tokens(tok + b, img + (size_t)b * N, t, 1);
             transformer_forward(m, &s, tok, nb, 1);
             for (int b = 0; b < nb; b++)
                 img[(size_t)b * N + t] = (unsigned char)dmol_sample(s.out + (size_t)b * 3 * M, M, &rng[b]);

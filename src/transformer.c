@@ -163,6 +163,10 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
     s->n_pos += T;
 }
 
+void input_tokens(int *tok, const unsigned char *x, int t0, int T) {
+    for (int t = 0; t < T; t++) tok[t] = t0 + t == 0 ? BOS_TOKEN : x[t0 + t - 1];
+}
+
 double transformer_flops_per_image(const Config *c) {
     double d = c->d, N = c->seq_len, D = c->d_head, H = c->n_heads;
     double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);          /* per token per layer */

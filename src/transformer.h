@@ -34,6 +34,8 @@ size_t runstate_bytes(const Config *c, int B, int T); /* what runstate_init allo
 /* tokens [B][T] (BOS = 256 at position 0); head outputs for the T positions in s->out [B][T][3M].
  * Requires B <= s->B, T <= s->T and s->n_pos + T <= seq_len. */
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T);
+/* The inputs of positions t0 .. t0+T-1 for image x [N]: position t sees x[t-1], BOS at 0. */
+void input_tokens(int *tok, const unsigned char *x, int t0, int T);
 
 /* FLOPs per image for a full sequence in step form (matrix products and attention). */
 double transformer_flops_per_image(const Config *c);

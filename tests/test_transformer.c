@@ -42,6 +42,20 @@ static void golden_load(Golden *G, const char *name) {
     free(tf);
     G->ref = malloc(st_numel(out) * sizeof(float));
     st_to_f32(out, G->ref);
+    /* The reference's input rows are the image shifted right behind BOS: input_tokens of it,
+     * whole and from a later position on. */
+    unsigned char *x = malloc(G->T);
+    int *row = malloc(G->T * sizeof(int));
+    for (int b = 0; b < G->B; b++) {
+        const int *ref = G->tokens + (size_t)b * G->T;
+        for (int t = 0; t < G->T; t++) x[t] = (unsigned char)(t + 1 < G->T ? ref[t + 1] : 0);
+        input_tokens(row, x, 0, G->T);
+        assert_memory_equal(row, ref, G->T * sizeof(int));
+        input_tokens(row, x, G->T / 3, G->T - G->T / 3);
+        assert_memory_equal(row, ref + G->T / 3, (G->T - G->T / 3) * sizeof(int));
+    }
+    free(x);
+    free(row);
 }
 
 static void golden_free(Golden *G) {
