@@ -6,9 +6,9 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
-#include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
+#include "paper.h"
 #include "transformer.h"
 
 int cmd_eval(int argc, char **argv) {
@@ -79,11 +79,9 @@ int cmd_eval(int argc, char **argv) {
         printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
-        const PaperFigures *pf = compare_paper(c->dataset);
-        int paper_shape = c->d == 256 && c->d_ff == 1024 && c->n_mix == 10 &&
-                          c->n_layers == (!strcmp(c->dataset, "mnist") ? 8 : 16);
-        if (pf && paper_shape) printf("paper        %.3g (Katharopoulos et al. 2020, the same architecture)\n",
-                       c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd);
+        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
+        if (pf) printf("paper        %.3g (Katharopoulos et al. 2020, %s attention on %s)\n", pf->bits_per_dim,
+                       c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
                strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
         if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */

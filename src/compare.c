@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "paper.h"
+
 static const struct { const char *name, *key, *memory; int extrapolated; } ROWS[N_ROWS] = {
     {"linear, RNN mode (state S, z)", "linear_rnn", "state", 0},
     {"softmax, KV cache", "softmax_kv_cache", "KV cache", 0},
@@ -16,17 +18,6 @@ const char *row_name(int row) { return ROWS[row].name; }
 const char *row_key(int row) { return ROWS[row].key; }
 const char *row_memory_kind(int row) { return ROWS[row].memory; }
 int row_extrapolated(int row) { return ROWS[row].extrapolated; }
-
-static const PaperFigures PAPER[] = {
-    {"mnist", 0.621, 0.45, 0.644, 142.8},     /* table 1 */
-    {"cifar10", 3.47, 0.004, 3.40, 17.85},    /* table 2 */
-};
-
-const PaperFigures *compare_paper(const char *dataset) {
-    for (size_t i = 0; i < sizeof PAPER / sizeof PAPER[0]; i++)
-        if (!strcmp(PAPER[i].dataset, dataset)) return &PAPER[i];
-    return NULL;
-}
 
 int compare_positions(int N, int k, int *pos) {
     if (k > N) k = N;
@@ -143,12 +134,12 @@ void compare_print(FILE *f, const Comparison *c) {
                "  RNN mode reaches %.1f%% of it.\n",
             c->sgemm_gflops, c->threads, c->flops_per_image / 1e9, fmt_num(a, sizeof a, c->ceiling_ips),
             100 * c->ceiling_fraction);
-    const PaperFigures *p = compare_paper(c->dataset);
-    if (p)
+    const PaperFigure *ps = paper_figure(c->dataset, ATTN_SOFTMAX), *pl = paper_figure(c->dataset, ATTN_LINEAR);
+    if (ps && pl)
         fprintf(f, "paper (on a GPU, tables 1-2): softmax %g bits/dim, %g images/s; linear %g bits/dim, %g images/s:\n"
                    "  %sx (here row 1 vs row 3: %sx).\n",
-                p->softmax_bpd, p->softmax_ips, p->linear_bpd, p->linear_ips,
-                fmt_num(s1, sizeof s1, p->linear_ips / p->softmax_ips), fmt_num(s2, sizeof s2, rnn->speedup_recompute));
+                ps->bits_per_dim, ps->images_per_s, pl->bits_per_dim, pl->images_per_s,
+                fmt_num(s1, sizeof s1, pl->images_per_s / ps->images_per_s), fmt_num(s2, sizeof s2, rnn->speedup_recompute));
 }
 
 /* ------------------------------------------------------------------ the JSON */
@@ -206,15 +197,15 @@ static cJSON *comparison_json(const Comparison *c) {
     cJSON_AddNumberToObject(ceil, "flops_per_image", c->flops_per_image);
     cJSON_AddNumberToObject(ceil, "images_per_s", c->ceiling_ips);
     cJSON_AddNumberToObject(ceil, "rnn_fraction", c->ceiling_fraction);
-    const PaperFigures *p = compare_paper(c->dataset);
-    if (p) {
+    const PaperFigure *ps = paper_figure(c->dataset, ATTN_SOFTMAX), *pl = paper_figure(c->dataset, ATTN_LINEAR);
+    if (ps && pl) {
         cJSON *pj = cJSON_AddObjectToObject(o, "paper");
         cJSON_AddStringToObject(pj, "source", "Katharopoulos et al. 2020, tables 1 and 2, measured on a GPU");
         cJSON *s = cJSON_AddObjectToObject(pj, "softmax"), *l = cJSON_AddObjectToObject(pj, "linear");
-        cJSON_AddNumberToObject(s, "bits_per_dim", p->softmax_bpd);
-        cJSON_AddNumberToObject(s, "images_per_s", p->softmax_ips);
-        cJSON_AddNumberToObject(l, "bits_per_dim", p->linear_bpd);
-        cJSON_AddNumberToObject(l, "images_per_s", p->linear_ips);
+        cJSON_AddNumberToObject(s, "bits_per_dim", ps->bits_per_dim);
+        cJSON_AddNumberToObject(s, "images_per_s", ps->images_per_s);
+        cJSON_AddNumberToObject(l, "bits_per_dim", pl->bits_per_dim);
+        cJSON_AddNumberToObject(l, "images_per_s", pl->images_per_s);
     }
     return o;
 }

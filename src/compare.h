@@ -31,10 +31,6 @@ typedef struct {
     CompareRow rows[N_ROWS];
 } Comparison;
 
-/* The paper's figures (Katharopoulos et al. 2020, tables 1 and 2: GPU). */
-typedef struct { const char *dataset; double softmax_bpd, softmax_ips, linear_bpd, linear_ips; } PaperFigures;
-const PaperFigures *compare_paper(const char *dataset);   /* NULL if the paper has none */
-
 const char *row_name(int row);         /* "linear, RNN mode (state S, z)", ... */
 const char *row_key(int row);          /* JSON: "linear_rnn", ... */
 const char *row_memory_kind(int row);  /* "state", "KV cache", "activations" */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "compare.h"
+#include "paper.h"
 
 static void test_positions(void **state) {
     (void)state;
@@ -74,14 +75,20 @@ static void test_edges(void **state) {
 
 static void test_paper(void **state) {
     (void)state;
-    const PaperFigures *m = compare_paper("mnist"), *c = compare_paper("cifar10");
-    assert_non_null(m);
-    assert_non_null(c);
-    assert_float_equal(m->softmax_bpd, 0.621, 1e-12);
-    assert_float_equal(m->linear_ips, 142.8, 1e-12);
-    assert_int_equal((int)(m->linear_ips / m->softmax_ips), 317);     /* the paper's 317x */
-    assert_int_equal((int)(c->linear_ips / c->softmax_ips), 4462);    /* and 4,462x */
-    assert_null(compare_paper("fashion-mnist"));
+    const PaperFigure *ms = paper_figure("mnist", ATTN_SOFTMAX), *ml = paper_figure("mnist", ATTN_LINEAR);
+    const PaperFigure *cs = paper_figure("cifar10", ATTN_SOFTMAX), *cl = paper_figure("cifar10", ATTN_LINEAR);
+    assert_non_null(ms);
+    assert_non_null(ml);
+    assert_non_null(cs);
+    assert_non_null(cl);
+    assert_float_equal(ms->bits_per_dim, 0.621, 1e-12);
+    assert_float_equal(ml->bits_per_dim, 0.644, 1e-12);
+    assert_float_equal(cs->bits_per_dim, 3.47, 1e-12);
+    assert_float_equal(cl->bits_per_dim, 3.40, 1e-12);
+    assert_float_equal(ml->images_per_s, 142.8, 1e-12);
+    assert_int_equal((int)(ml->images_per_s / ms->images_per_s), 317);     /* the paper's 317x */
+    assert_int_equal((int)(cl->images_per_s / cs->images_per_s), 4462);    /* and 4,462x */
+    assert_null(paper_figure("fashion-mnist", ATTN_LINEAR));
 }
 
 /* ------------------------------------------------------------------ a made-up comparison */
