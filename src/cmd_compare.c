@@ -50,6 +50,17 @@ static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *
     return 0;
 }
 
+/* Per position: its time summed over batches, and the resident bytes after it (the largest). */
+typedef struct { double *sec, *rss, t0; } StepClock;
+
+static void clock_step(void *user, int t, int end) {
+    StepClock *k = user;
+    if (!end) { k->t0 = now_seconds(); return; }
+    k->sec[t] += now_seconds() - k->t0;
+    double rss = reslimits_resident_bytes();
+    if (!(k->rss[t] >= rss)) k->rss[t] = rss;
+}
+
 /* Rows 1 and 2: generate() as `lingen sample` runs it, with the time of every position and the
  * resident memory after it. */
 static int job_generate(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
@@ -59,7 +70,8 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
     for (int t = 0; t < N; t++) sec[t] = 0, rss[t] = NAN;
     Progress p;
     progress_start(&p, j->what, j->n);
-    GenOptions go = {.seed = 1, .batch = j->batch, .step_seconds = sec, .step_rss = rss, .progress = &p};
+    StepClock clock = {sec, rss, 0};
+    GenOptions go = {.seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
     double t0 = now_seconds();
     int done = generate(m, imgs, j->n, &go, e);
     double secs = now_seconds() - t0;

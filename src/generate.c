@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "dmol.h"
-#include "reslimits.h"
 #include "rng.h"
 #include "transformer.h"
 #include "util.h"
@@ -32,16 +31,12 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
             transformer_forward(m, &s, tok, nb, P);
         }
         for (int t = P; t < N; t++) {   /* position t sees x(t-1) (BOS at 0) and draws x(t) */
-            double t0 = o->step_seconds ? now_seconds() : 0;
+            if (o->on_step) o->on_step(o->user, t, 0);
             for (int b = 0; b < nb; b++) input_tokens(tok + b, img + (size_t)b * N, t, 1);
             transformer_forward(m, &s, tok, nb, 1);
             for (int b = 0; b < nb; b++)
                 img[(size_t)b * N + t] = (unsigned char)dmol_sample(s.out + (size_t)b * 3 * M, M, &rng[b]);
-            if (o->step_seconds) o->step_seconds[t] += now_seconds() - t0;
-            if (o->step_rss) {
-                double rss = reslimits_resident_bytes();
-                if (!(o->step_rss[t] >= rss)) o->step_rss[t] = rss;
-            }
+            if (o->on_step) o->on_step(o->user, t, 1);
             if (o->progress) progress_update(o->progress, (double)start + (double)nb * (t + 1 - P) / (N - P));
             if (o->stop && *o->stop) goto out;
         }

@@ -16,8 +16,10 @@ typedef struct {
     const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
     int prefix_len;                  /* they go through the parallel form once, then steps */
     volatile sig_atomic_t *stop;     /* when set, stop after the current position */
-    double *step_seconds;            /* [N] or NULL: time of each position, summed over batches */
-    double *step_rss;                /* [N] or NULL: resident bytes after each position (largest over batches) */
+    /* Or NULL: called before (end = 0) and after (end = 1) position t of every batch, for a caller
+     * that measures each step (compare's per-position time and memory). */
+    void (*on_step)(void *user, int t, int end);
+    void *user;
     Progress *progress;              /* or NULL */
 } GenOptions;
 
