@@ -154,12 +154,7 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d);
-    matmul(s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M);
-    for (int r = 0; r < rows; r++)   /* log-scales clamped below */
-        for (int i = 2 * M; i < 3 * M; i++) {
-            float *v = &s->out[(size_t)r * 3 * M + i];
-            if (*v < LOG_SCALE_MIN) *v = LOG_SCALE_MIN;
-        }
+    matmul(s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
     s->n_pos += T;
 }
 
