@@ -11,10 +11,12 @@
 #include "attention.h"
 #include "matmul.h"
 
+/* The RNN state S, z (returned) or the KV cache (*kv floats of keys, as many of values) of B
+ * sequences: model_state_bytes at full length, split by kind. */
 static size_t state_floats(const Config *c, int B, size_t *kv) {
-    size_t L = c->n_layers, H = c->n_heads, D = c->d_head;
-    if (c->attention == ATTN_LINEAR) { *kv = 0; return L * B * H * (D * D + D); }
-    *kv = L * B * H * (size_t)c->seq_len * D;   /* keys; as much again for values */
+    size_t all = (size_t)B * model_state_bytes(c, c->seq_len) / sizeof(float);
+    if (c->attention == ATTN_LINEAR) { *kv = 0; return all; }
+    *kv = all / 2;
     return 0;
 }
 
