@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void args_usage(const Opt *opts, int n_opts, const char *cmd, const char *summary) {
+static void args_usage(const Opt *opts, int n_opts, const char *cmd, const char *summary) {
     printf("usage: lingen %s [options]\n\n%s\n\noptions:\n", cmd, summary);
     for (int i = 0; i < n_opts; i++) {
         char left[64];
@@ -17,7 +17,7 @@ void args_usage(const Opt *opts, int n_opts, const char *cmd, const char *summar
         printf("  %-26s %s\n", left, o->help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");
-    printf("\nexit codes: 0 ok, 1 failure, 2 usage error\n");
+    printf("\nexit codes: 0 ok, 1 failure, 2 usage error, 130 interrupted\n");
 }
 
 static int set_value(const Opt *o, const char *v, const char *cmd) {

@@ -20,5 +20,4 @@ typedef struct {
  * Returns 0 to go on, -1 when --help was printed (exit 0), 2 on a usage error (message printed). */
 int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, const char *cmd,
                const char *summary, const char **pos, int max_pos, int *n_pos);
-void args_usage(const Opt *opts, int n_opts, const char *cmd, const char *summary);
 #endif

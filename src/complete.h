@@ -13,8 +13,7 @@
 int index_list_parse(const char *s, int n_avail, int **idx, int *n, Err *e);
 
 /* Complete n inputs [n][N] K times each into out [n*K][N]: completion k of input i is out[i*K + k],
- * keeps the input's first prefix_len values and draws the rest from random stream
- * o->first_index + i*K + k. o's prefix fields are ignored (they are set here). Returns generate's. */
+ * keeps the input's first prefix_len values and draws the rest from random stream i*K + k. o's prefix fields are ignored (they are set here). Returns generate's. */
 int complete_images(const Model *m, const unsigned char *inputs, int n, int K, int prefix_len,
                     const GenOptions *o, unsigned char *out, Err *e);
 

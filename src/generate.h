@@ -12,7 +12,6 @@
 typedef struct {
     uint64_t seed;
     int batch;                       /* images per batch */
-    int first_index;                 /* image k of imgs uses random stream first_index + k */
     const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
     int prefix_len;                  /* they go through the parallel form once, then steps */
     volatile sig_atomic_t *stop;     /* when set, stop after the current position */

@@ -127,10 +127,10 @@ static int list_weights(Model *m, Want *w) {
 #define WEIGHTS_PER_LAYER 12
 
 /* A Linear weight [out, in] is held packed for matmul() (matmul.h). */
-static int is_linear(const Model *m, const Want *w) { return w->ndim == 2 && w->dst != &m->emb; }
+static int is_projection_weight(const Model *m, const Want *w) { return w->ndim == 2 && w->dst != &m->emb; }
 
 static size_t held_floats(const Model *m, const Want *w) {
-    if (is_linear(m, w)) return matmul_packed_floats((int)w->shape[1], (int)w->shape[0]);
+    if (is_projection_weight(m, w)) return matmul_packed_floats((int)w->shape[1], (int)w->shape[0]);
     return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
 }
 
@@ -182,7 +182,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     if (!rc) memset(m->arena, 0, off * sizeof(float));   /* the gaps between tensors */
     for (int i = 0; i < n && !rc; i++) {
         *w[i].dst = m->arena + w[i].at;
-        if (is_linear(m, &w[i])) widen_packed(w[i].t, *w[i].dst);
+        if (is_projection_weight(m, &w[i])) widen_packed(w[i].t, *w[i].dst);
         else st_to_f32(w[i].t, *w[i].dst);
     }
     m->n_params = rc ? 0 : n_params;

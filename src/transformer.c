@@ -43,8 +43,7 @@ int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
     s->att = s->qkv ? try_calloc(rows * c->d, 4, "activations", e) : NULL;
     s->hid = s->att ? try_calloc(rows * c->d_ff, 4, "activations", e) : NULL;
     s->out = s->hid ? try_calloc(rows * 3 * c->n_mix, 4, "head outputs", e) : NULL;
-    s->scratch_len = scratch_floats(c, T);
-    s->scratch = s->out ? try_calloc(s->scratch_len, 4, "attention workspace", e) : NULL;
+    s->scratch = s->out ? try_calloc(scratch_floats(c, T), 4, "attention workspace", e) : NULL;
     s->pe = s->scratch ? try_calloc((size_t)c->seq_len * (c->d / 2), 4, "positional encoding", e) : NULL;
     if (s->pe && c->attention == ATTN_LINEAR) {
         s->S = try_calloc(lin, 4, "RNN state", e);

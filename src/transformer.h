@@ -23,7 +23,6 @@ typedef struct {
     float *kc, *vc;    /* softmax: [L][B][H][N][D] each: the KV cache */
     float *scratch;    /* attention workspace */
     float *pe;         /* [N, d/2] positional encodings */
-    size_t scratch_len;
 } RunState;
 
 int  runstate_init(RunState *s, const Config *c, int B, int T, Err *e);
