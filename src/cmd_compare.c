@@ -121,7 +121,7 @@ static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *s
     double *per = xcalloc(j->n_imgs, sizeof(double));
     Progress p;
     progress_start(&p, j->what, j->n_imgs);
-    int rc = evaluate_bits_per_dim(m, j->imgs, j->n_imgs, j->batch, 0, per, &p, e);
+    int rc = evaluate_bits_per_dim(m, j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
     progress_end(&p);
     if (rc == 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);
     free(per);

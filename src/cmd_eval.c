@@ -29,7 +29,8 @@ int cmd_eval(int argc, char **argv) {
     int npos = 0;
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim",
                        "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
-                       "sub-pixels of each image, averaged over images, with its standard error.",
+                       "sub-pixels of each image (the first predicted from BOS), averaged over images, with its\n"
+                       "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
                        pos, 1, &npos);
     if (r) return r < 0 ? 0 : r;
     if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
@@ -63,31 +64,37 @@ int cmd_eval(int argc, char **argv) {
         model_free(&m);
         return 1;
     }
-    double *per = xcalloc(ds.n, sizeof(double));
+    double *per = xcalloc(ds.n, sizeof(double)), *given = xcalloc(ds.n, sizeof(double));
     Progress prog;
     progress_start(&prog, "images", ds.n);
     double t0 = now_seconds();
-    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, (int)batch, !strcmp(mode, "rnn"), per, &prog, &e);
+    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, (int)batch, !strcmp(mode, "rnn"), per, given, &prog, &e);
     double secs = now_seconds() - t0;
     progress_end(&prog);
     if (rc) {
         fprintf(stderr, "lingen: %s\n", e.msg);
     } else {
-        double mean, se;
+        double mean, se, mean_given, se_given;
+        char all[64], first_given[64];
         mean_and_stderr(per, ds.n, &mean, &se);
-        printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split, c->seq_len);
+        mean_and_stderr(given, ds.n, &mean_given, &se_given);
+        snprintf(all, sizeof all, "bits/dim (all %d sub-pixels)", c->seq_len);
+        snprintf(first_given, sizeof first_given, "bits/dim (paper: first sub-pixel given, %d)", c->seq_len - 1);
+        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
+        printf("%-46s %.5f +- %.5f\n", all, mean, se);
+        printf("%-46s %.5f +- %.5f", first_given, mean_given, se_given);
+        if (pf) printf("   paper %.3g (Katharopoulos et al. 2020)", pf->bits_per_dim);
+        printf("\n%-46s %d %s images (+- one standard error)\n", "over", ds.n, split);
         printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
-        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
-        if (pf) printf("paper        %.3g (Katharopoulos et al. 2020, %s attention on %s)\n", pf->bits_per_dim,
-                       c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
                strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
         if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
             ceiling_report("ceiling      ", transformer_flops_per_image(c), ds.n / secs);
     }
     free(per);
+    free(given);
     dataset_free(&ds);
     model_free(&m);
     return rc ? 1 : 0;

@@ -7,13 +7,14 @@
 #include "transformer.h"
 
 int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int batch, int step_form,
-                          double *per_image, Progress *progress, Err *e) {
+                          double *per_image, double *per_image_given, Progress *progress, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = batch < n ? batch : n, T = step_form ? 1 : N;
     if (B < 1) B = 1;
     RunState s;
     if (runstate_init(&s, c, B, T, e)) return -1;
     int *tok = xcalloc((size_t)B * T, sizeof(int));
+    double *first = xcalloc(B, sizeof(double));   /* -log p of each image's first sub-pixel */
     for (int start = 0; start < n; start += B) {
         int nb = n - start < B ? n - start : B;
         const unsigned char *x = imgs + (size_t)start * N;
@@ -24,12 +25,19 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
             for (int b = 0; b < nb; b++) input_tokens(tok + b * T, x + (size_t)b * N, t0, T);
             transformer_forward(m, &s, tok, nb, T);
             for (int b = 0; b < nb; b++)
-                for (int t = 0; t < T; t++)
-                    per_image[start + b] -= dmol_log_prob(s.out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
+                for (int t = 0; t < T; t++) {
+                    double nll = -dmol_log_prob(s.out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
+                    per_image[start + b] += nll;
+                    if (t0 + t == 0) first[b] = nll;
+                }
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
         }
-        for (int b = 0; b < nb; b++) per_image[start + b] /= N * log(2.0);
+        for (int b = 0; b < nb; b++) {
+            if (per_image_given) per_image_given[start + b] = N > 1 ? (per_image[start + b] - first[b]) / ((N - 1) * log(2.0)) : NAN;
+            per_image[start + b] /= N * log(2.0);
+        }
     }
+    free(first);
     free(tok);
     runstate_free(&s);
     return 0;

@@ -1,13 +1,16 @@
 /* Bits/dim of real MNIST test images under the tiny fixture models: the parallel form, the
- * step form (teacher forcing) and the PyTorch reference (float64) agree to 1e-4. */
+ * step form (teacher forcing) and the PyTorch reference (float64) agree to 1e-4, in both
+ * conventions (all N sub-pixels; the first given, N-1). */
 #include "testutil.h"
 
 #include <math.h>
 
 #include "dataset.h"
+#include "dmol.h"
 #include "evaluate.h"
 #include "model.h"
 #include "safetensors.h"
+#include "transformer.h"
 
 static void check(const char *name) {
     char path[256];
@@ -27,15 +30,27 @@ static void check(const char *name) {
 
     Dataset ds;
     if (dataset_load(&ds, test_data_dir(), "mnist", "test", n, &e)) fail_msg("%s", e.msg);
-    double par[16], rnn[16];
-    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 3, 0, par, NULL, &e), 0);   /* batch 3: a partial batch too */
-    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 2, 1, rnn, NULL, &e), 0);
+    double par[16], rnn[16], par_given[16], rnn_given[16];
+    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 3, 0, par, par_given, NULL, &e), 0);   /* batch 3: a partial batch too */
+    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 2, 1, rnn, rnn_given, NULL, &e), 0);
+    /* The paper's convention from the reference: position 0 sees BOS alone, so its head output is
+     * one step of BOS; the first given, the other N-1 carry N * torch's figure less its bits. */
+    int N = m.cfg.seq_len, bos = BOS_TOKEN;
+    RunState s;
+    if (runstate_init(&s, &m.cfg, 1, 1, &e)) fail_msg("%s", e.msg);
+    transformer_forward(&m, &s, &bos, 1, 1);
     for (int i = 0; i < n; i++) {
-        printf("%s image %d: torch %.6f parallel %.6f rnn %.6f\n", name, i, want[i], par[i], rnn[i]);
+        double first_bits = -dmol_log_prob(s.out, m.cfg.n_mix, ds.images[(size_t)i * N]) / log(2.0);
+        double want_given = (N * (double)want[i] - first_bits) / (N - 1);
+        printf("%s image %d: torch %.6f parallel %.6f rnn %.6f; first given: %.6f %.6f %.6f\n", name, i, want[i],
+               par[i], rnn[i], want_given, par_given[i], rnn_given[i]);
         assert_true(fabs(par[i] - want[i]) <= 1e-4);
         assert_true(fabs(rnn[i] - want[i]) <= 1e-4);
         assert_true(fabs(par[i] - rnn[i]) <= 1e-4);
+        assert_true(fabs(par_given[i] - want_given) <= 1e-4);
+        assert_true(fabs(rnn_given[i] - want_given) <= 1e-4);
     }
+    runstate_free(&s);
     dataset_free(&ds);
     st_close(&g);
     model_free(&m);
