@@ -8,8 +8,8 @@ Rows 1 and 2 (linear RNN mode, softmax with a KV cache) are timed at every posit
 (recomputing the prefix) at the sampled positions only, drawn with markers. Log-scale time axis:
 the linear RNN's line is flat, the softmax lines rise with the position. A second panel draws the
 resident memory of rows 1 and 2 after each position: flat for the RNN state, rising as the KV
-cache fills. Run by `lingen compare
---plot`; needs matplotlib (Debian: python3-matplotlib).
+cache fills. Draws the file that `lingen compare --json FILE` writes;
+needs matplotlib (Debian: python3-matplotlib).
 """
 import json
 import os

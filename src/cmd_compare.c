@@ -1,4 +1,4 @@
-/* lingen compare --softmax: linear attention as an RNN against softmax attention, measured in one
+/* lingen compare [--softmax]: linear attention as an RNN against softmax attention, measured in one
  * run. Each measurement runs in its own forked process so that its peak RSS is its own, and sends
  * its numbers back through a pipe; the table arithmetic and the JSON are in compare.c. */
 #include <errno.h>
@@ -225,49 +225,12 @@ static int writable(const char *path) {
     return 1;
 }
 
-/* Run scripts/plot_compare.py ARG1 [ARG2] with $PYTHON (default /usr/bin/python3). */
-static int plot_script(const char *arg1, const char *arg2) {
-    const char *py = getenv("PYTHON");
-    if (!py || !*py) py = "/usr/bin/python3";
-    const char *script = cli_find_file(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); return -1; }
-    if (pid == 0) {
-        execlp(py, py, script, arg1, arg2, (char *)NULL);
-        fprintf(stderr, "lingen: cannot run %s: %s (set $PYTHON to a python3 with matplotlib)\n", py, strerror(errno));
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-/* Plot from --json's file, else from a temporary one. */
-static int plot_from(const Comparison *c, const char *json, const char *png) {
-    char tmp[4096] = "";
-    Err e;
-    if (!json) {
-        const char *dir = getenv("TMPDIR");
-        snprintf(tmp, sizeof tmp, "%s/lingen-compare-XXXXXX", dir && *dir ? dir : "/tmp");
-        int fd = mkstemp(tmp);
-        if (fd < 0) { fprintf(stderr, "lingen: %s: %s\n", tmp, strerror(errno)); return -1; }
-        close(fd);
-        if (compare_write_json(c, tmp, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); unlink(tmp); return -1; }
-        json = tmp;
-    }
-    int rc = plot_script(json, png);
-    if (rc) fprintf(stderr, "lingen: %s: the plot was not written\n", png);
-    if (*tmp) unlink(tmp);
-    return rc;
-}
-
 int cmd_compare(int argc, char **argv) {
-    const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL, *png = NULL;
+    const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL;
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
     Opt opts[] = {
-        {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (required: the only comparison so far)", 0, 0},
+        {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
         {"model", 'm', OPT_STR, &lin_path, "FILE", "linear model (default models/mnist.bin, models/cifar.bin)", 0, 0},
         {"softmax-model", 0, OPT_STR, &soft_path, "FILE", "softmax model (default models/mnist-softmax.bin, models/cifar-softmax.bin)", 0, 0},
@@ -276,8 +239,7 @@ int cmd_compare(int argc, char **argv) {
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON", 0, 0},
-        {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (scripts/plot_compare.py draws them)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
                        "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
@@ -287,10 +249,6 @@ int cmd_compare(int argc, char **argv) {
                        "sample of positions and extrapolated. Every row runs in its own process.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
-    if (!softmax) {
-        fprintf(stderr, "lingen compare: say what to compare against: --softmax (see lingen compare --help)\n");
-        return 2;
-    }
     if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {
         fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", dataset);
         return 2;
@@ -298,12 +256,7 @@ int cmd_compare(int argc, char **argv) {
     int cifar = dataset && !strcmp(dataset, "cifar10");
     lin_path = cli_find_file(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
     soft_path = cli_find_file(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
-    /* Fail before minutes of measuring, not after. */
-    if (png && plot_script("--check", NULL)) {
-        fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");
-        return 1;
-    }
-    if ((json && !writable(json)) || (png && !writable(png))) return 1;
+    if (json && !writable(json)) return 1;   /* fail before minutes of measuring, not after */
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
     int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
@@ -369,8 +322,7 @@ int cmd_compare(int argc, char **argv) {
         compare_finish(&c);
         compare_print(stdout, &c);
         if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        if (rc == 0 && png && plot_from(&c, json, png)) rc = 1;
-        if (rc == 0 && png) printf("plot: %s\n", png);
+        if (rc == 0 && json) printf("plot: python3 scripts/plot_compare.py %s compare.png\n", json);
     }
     for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }
     free(no_pos);

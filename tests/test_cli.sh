@@ -94,11 +94,12 @@ contains "SIGINT says what it wrote" "interrupted: wrote the"
 [ -f "$T/int/grid.png" ] && ok "SIGINT wrote the finished images" || bad "SIGINT: no grid"
 [ "$(ls "$T/int" | wc -l)" = 1 ] && ok "SIGINT left no temp files" || bad "SIGINT left: $(ls "$T/int")"
 
-# compare: the table, --json, --plot on the tiny fixtures ($LINGEN_DATA for the test images)
+# compare: the table, --json and its plot on the tiny fixtures ($LINGEN_DATA for the test images)
 CMP="--softmax --model $F/tiny-linear-mnist.bin --softmax-model $F/tiny-softmax-mnist.bin --limit 2 -n 2"
 expect 0 "compare --help" $L compare --help
 contains "compare --help shows usage" "usage: lingen compare"
-expect 0 "compare on tiny models, --json, --plot" $L compare $CMP --json "$T/cmp.json" --plot "$T/cmp.png"
+expect 0 "compare on tiny models, --json" $L compare $CMP --json "$T/cmp.json"
+contains "compare prints the command that plots its JSON" "^plot: python3 scripts/plot_compare.py $T/cmp.json "
 for r in "1 linear, RNN mode" "2 softmax, KV cache" "3 softmax, recomputing the prefix" "4 linear, recomputing the prefix"; do
   contains "compare table has row '$r'" "^$r"
 done
@@ -114,10 +115,16 @@ for r in c["rows"]:
     assert len(r["latency"]["positions"]) == len(r["latency"]["seconds"]) == (12 if r["extrapolated"] else 784)
 assert c["sgemm"]["gflops"] > 0 and c["paper"]["linear"]["images_per_s"] == 142.8
 PY
-[ "$(head -c 8 "$T/cmp.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && ok "compare --plot writes a PNG" || bad "compare --plot: no PNG"
-expect 0 "compare --plot without --json" $L compare $CMP --plot "$T/cmp2.png"
-[ -s "$T/cmp2.png" ] && ok "compare --plot alone writes the PNG" || bad "compare --plot alone: no PNG"
-expect 2 "compare without --softmax" $L compare --model $F/tiny-linear-mnist.bin
+expect 0 "plot_compare.py draws compare's JSON" python3 scripts/plot_compare.py "$T/cmp.json" "$T/cmp.png"
+[ "$(head -c 8 "$T/cmp.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && ok "plot_compare.py writes a PNG" || bad "plot_compare.py: no PNG"
+expect 2 "compare --plot is not an option (plotting is scripts/plot_compare.py's)" $L compare $CMP --plot "$T/cmp2.png"
+# the softmax comparison is the default: without --softmax, the same table
+expect 0 "compare without --softmax" $L compare ${CMP#--softmax } --json "$T/cmpd.json"
+python3 - "$T/cmp.json" "$T/cmpd.json" <<'PY' && ok "compare without --softmax: the same rows and bits/dim" || bad "compare without --softmax differs"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert [(r["key"], r["model"], r["bits_per_dim"]) for r in a["rows"]] == [(r["key"], r["model"], r["bits_per_dim"]) for r in b["rows"]]
+PY
 expect 2 "compare with an unknown option" $L compare --softmax --bogus
 expect 2 "compare -n 0" $L compare $CMP -n 0
 expect 2 "compare --dataset unknown" $L compare --softmax --dataset svhn
@@ -126,8 +133,6 @@ contains "compare missing model: names it" "$T/nope.bin"
 expect 1 "compare with the models swapped" $L compare --softmax --model $F/tiny-softmax-mnist.bin --softmax-model $F/tiny-linear-mnist.bin
 contains "compare swapped models: says why" "needs a linear-attention model"
 expect 1 "compare with models of other images" $L compare --softmax --model $F/tiny-linear-mnist.bin --softmax-model $F/tiny-softmax-cifar.bin
-expect 1 "compare --plot without matplotlib" env PYTHON=/nonexistent/python3 $L compare $CMP --plot "$T/cmp3.png"
-contains "compare --plot without python: says so" "needs python3 with matplotlib"
 expect 1 "compare --json unwritable" $L compare $CMP --json /nonexistent-dir/c.json
 contains "compare --json unwritable: names the path" "/nonexistent-dir/c.json"
 
