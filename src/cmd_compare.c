@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
+#include "output.h"
 #include "reslimits.h"
 #include "transformer.h"
 
@@ -207,10 +208,8 @@ static int check_memory(const Model *soft, const char *soft_path, long batch) {
 
 /* Whether a file can be written at path (a probe: nothing is left there). */
 static int writable(const char *path) {
-    AtomicFile a;
     Err e;
-    if (atomic_open(&a, path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
-    atomic_abort(&a);
+    if (output_check(path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
     return 1;
 }
 
