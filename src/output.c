@@ -149,9 +149,9 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
 
 /* Flush and close (stdout is only flushed); a write error removes the temp file. */
 static int finish(AtomicFile *a, Err *e) {
-    int er = 0;
+    int er = a->err;
     errno = 0;
-    if (fflush(a->f) != 0 || ferror(a->f)) er = errno ? errno : EIO;
+    if ((fflush(a->f) != 0 || ferror(a->f)) && !er) er = errno ? errno : EIO;
     if (a->f != stdout && fclose(a->f) != 0 && !er) er = errno ? errno : EIO;
     a->f = NULL;
     if (!er) return 0;
@@ -188,7 +188,7 @@ void atomic_abort(AtomicFile *a) {
 int output_write_file(const char *path, const void *data, size_t len, Err *e) {
     AtomicFile a;
     if (atomic_open(&a, path, e)) return -1;
-    fwrite(data, 1, len, a.f);   /* a short write sets ferror, which finish() reports */
+    if (fwrite(data, 1, len, a.f) != len) a.err = errno;   /* finish() reports it */
     return atomic_commit(&a, e);
 }
 
@@ -260,7 +260,7 @@ int output_group_add(OutputGroup *g, const char *path, const void *data, size_t 
     }
     AtomicFile *a = &g->files[g->n];
     if (atomic_open(a, path, e)) return -1;
-    fwrite(data, 1, len, a->f);
+    if (fwrite(data, 1, len, a->f) != len) a->err = errno;
     if (finish(a, e)) return -1;   /* closed now: a group of thousands holds no descriptors */
     g->n++;
     return 0;

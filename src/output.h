@@ -15,6 +15,7 @@ typedef struct {
     char *path;   /* as given, for messages */
     char *dest;   /* where the bytes go: path with its symlinks followed */
     char *tmp;    /* the temporary file, or NULL when written directly (device, FIFO, stdout) */
+    int err;      /* errno of a failed write, when the writer knows it */
 } AtomicFile;
 int  atomic_open(AtomicFile *a, const char *path, Err *e);
 int  atomic_commit(AtomicFile *a, Err *e);     /* close + rename; removes the temp file on error */
