@@ -78,6 +78,21 @@ unsigned char *read_file(const char *path, size_t *len, Err *e) {
     return buf;
 }
 
+char *text_escape(const char *s) {
+    size_t n = strlen(s);
+    char *out = xmalloc(6 * n + 1), *o = out;   /* \u00NN is 6 bytes per input byte (2 of them) at most */
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\') o += sprintf(o, "\\\\");
+        else if (*p == '\n') o += sprintf(o, "\\n");
+        else if (*p == '\t') o += sprintf(o, "\\t");
+        else if (*p < 0x20 || *p == 0x7f) o += sprintf(o, "\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) o += sprintf(o, "\\u%04x", *++p);
+        else *o++ = (char)*p;
+    }
+    *o = 0;
+    return out;
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

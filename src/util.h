@@ -22,5 +22,10 @@ int open_regular(const char *path, Err *e);
 /* Read a whole regular file; NULL and a message naming the file on failure. */
 unsigned char *read_file(const char *path, size_t *len, Err *e);
 
+/* s made safe to print on a terminal (malloc'd): control characters, C0 and C1 (U+0080..U+009F),
+ * and DEL as \n, \t, \xNN or \u00NN, backslash as \\; so no value can move the cursor, clear
+ * the screen or start a line of its own. */
+char *text_escape(const char *s);
+
 double now_seconds(void);                      /* monotonic clock */
 #endif
