@@ -39,8 +39,9 @@ int cmd_sample(int argc, char **argv) {
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
-                       "(constant memory per image), softmax models with a KV cache. Ctrl-C writes the\n"
-                       "images finished so far and exits with code 130.",
+                       "(constant memory per image), softmax models with a KV cache. Ctrl-C (SIGINT) or\n"
+                       "SIGTERM writes the images finished so far and exits with code 130 or 143.\n"
+                       "-o - writes the PNG to standard output.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     if (!batch) batch = n < 64 ? n : 64;
