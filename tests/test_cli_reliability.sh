@@ -3,23 +3,10 @@
 # the work, --outdir all or nothing), hostile model and dataset files, --threads, SIGTERM.
 # Run from the repository root with LINGEN_DATA set (make test-cli).
 set -u
-L=${LINGEN:-./lingen}   # LINGEN=other/lingen tests another build
+. tests/cli_common.sh
 export OMP_WAIT_POLICY=passive   # one-thread runs below; no spinning on a busy machine
-F=tests/fixtures
 M=$F/tiny-linear-mnist.bin
 D=${LINGEN_DATA:-data}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-# expect CODE DESCRIPTION CMD...: run, check the exit code; stdout+stderr in $T/out
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
 # edit_model IN OUT PYTHON: rewrite a model file; the code sees h (header dict), data (bytearray),
 # and f32(name) (the tensor's offset in data, for struct.pack_into)

@@ -370,18 +370,23 @@ static void run_case(void **state) {
     unlink(path);
 }
 
+/* Write p (and free it), then load the file into m, which must work. */
+static void load_parts(Parts *p, Model *m) {
+    const char *path = tmp_path("edited.bin");
+    write_parts(path, p);
+    parts_free(p);
+    Err e;
+    if (model_load(m, path, &e)) fail_msg("%s", e.msg);
+    unlink(path);
+}
+
 /* The untouched fixture, written back by the same code, loads: the cases above fail for their edit alone. */
 static void test_unedited_copy_loads(void **state) {
     (void)state;
     Parts p = parts_of(FIXTURE("tiny-linear-mnist.bin"));
-    const char *path = tmp_path("copy.bin");
-    write_parts(path, &p);
-    parts_free(&p);
     Model m;
-    Err e;
-    if (model_load(&m, path, &e)) fail_msg("%s", e.msg);
+    load_parts(&p, &m);
     model_free(&m);
-    unlink(path);
 }
 
 /* UTF-8 beyond ASCII, and a backslash followed by the text u0000 (not a NUL), are fine. */
@@ -389,15 +394,10 @@ static void test_utf8_metadata_loads(void **state) {
     (void)state;
     Parts p = parts_of(FIXTURE("tiny-linear-mnist.bin"));
     cJSON_AddItemToObject(meta(&p), "note", cJSON_CreateString("caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\x89 x\\u0000"));
-    const char *path = tmp_path("utf8.bin");
-    write_parts(path, &p);
-    parts_free(&p);
     Model m;
-    Err e;
-    if (model_load(&m, path, &e)) fail_msg("%s", e.msg);
+    load_parts(&p, &m);
     assert_string_equal(model_meta(&m, "note"), "caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\x89 x\\u0000");
     model_free(&m);
-    unlink(path);
 }
 
 /* The in-memory loader (fuzz_model's entry point) gives the same model, and names the input

@@ -13,42 +13,6 @@
 #include "image.h"
 #include "output.h"
 
-static char dir[256];
-
-static void remove_tree(const char *path) {
-    DIR *d = opendir(path);
-    struct dirent *de;
-    char p[1024];
-    while (d && (de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", path, de->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
-        else unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(path);
-}
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/lingen-test-output-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    remove_tree(dir);
-    return 0;
-}
-
-static const char *in_dir(const char *name) {
-    static char p[4][600];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
-    return p[i];
-}
 
 static int n_entries(const char *path) {
     DIR *d = opendir(path);
@@ -98,7 +62,7 @@ static void test_replace_is_atomic(void **state) {
     static unsigned char old[OLD], new[NEW];
     fill(old, OLD, 1);
     fill(new, NEW, 2);
-    const char *p = in_dir("out.png"), *link_path = in_dir("reader.png");
+    const char *p = test_in_dir("out.png"), *link_path = test_in_dir("reader.png");
     Err e;
     if (output_write_file(p, old, OLD, &e)) fail_msg("%s", e.msg);
     assert_int_equal(link(p, link_path), 0);   /* a reader holding the old file */
@@ -107,7 +71,7 @@ static void test_replace_is_atomic(void **state) {
     assert_int_equal(write_limited(p, new, NEW, 4096), 0);
     assert_file(p, old, OLD);
     assert_file(link_path, old, OLD);
-    assert_int_equal(n_entries(dir), 2);        /* no temp file left */
+    assert_int_equal(n_entries(test_dir), 2);        /* no temp file left */
 
     /* a write that succeeds: the path has the new bytes, the reader still the old ones */
     if (output_write_file(p, new, NEW, &e)) fail_msg("%s", e.msg);
@@ -117,13 +81,13 @@ static void test_replace_is_atomic(void **state) {
     assert_int_equal(stat(p, &a), 0);
     assert_int_equal(stat(link_path, &b), 0);
     assert_int_not_equal(a.st_ino, b.st_ino);
-    assert_int_equal(n_entries(dir), 2);
+    assert_int_equal(n_entries(test_dir), 2);
 }
 
 static void test_write_error_message(void **state) {
     (void)state;
     static unsigned char data[50000];
-    const char *p = in_dir("big.png");
+    const char *p = test_in_dir("big.png");
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {   /* the message says why, names the file, and nothing is left */
@@ -136,7 +100,7 @@ static void test_write_error_message(void **state) {
     int status;
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_int_equal(n_entries(dir), 0);
+    assert_int_equal(n_entries(test_dir), 0);
 }
 
 static void test_symlink_followed(void **state) {
@@ -145,7 +109,7 @@ static void test_symlink_followed(void **state) {
     fill(a, sizeof a, 3);
     fill(b, sizeof b, 4);
     Err e;
-    const char *target = in_dir("target.png"), *lnk = in_dir("link.png");
+    const char *target = test_in_dir("target.png"), *lnk = test_in_dir("link.png");
     if (output_write_file(target, a, sizeof a, &e)) fail_msg("%s", e.msg);
     assert_int_equal(symlink("target.png", lnk), 0);   /* relative to the link's directory */
     if (output_write_file(lnk, b, sizeof b, &e)) fail_msg("%s", e.msg);
@@ -154,23 +118,23 @@ static void test_symlink_followed(void **state) {
     assert_true(S_ISLNK(st.st_mode));                  /* the link is kept */
     assert_file(target, b, sizeof b);                  /* its target replaced */
     /* a dangling link: its target is created */
-    const char *dangling = in_dir("dangling.png");
+    const char *dangling = test_in_dir("dangling.png");
     assert_int_equal(symlink("made.png", dangling), 0);
     if (output_write_file(dangling, a, sizeof a, &e)) fail_msg("%s", e.msg);
     assert_int_equal(lstat(dangling, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
-    assert_file(in_dir("made.png"), a, sizeof a);
-    assert_int_equal(n_entries(dir), 4);
+    assert_file(test_in_dir("made.png"), a, sizeof a);
+    assert_int_equal(n_entries(test_dir), 4);
     /* a loop of links: an error, not a hang */
-    assert_int_equal(symlink("loop2", in_dir("loop1")), 0);
-    assert_int_equal(symlink("loop1", in_dir("loop2")), 0);
-    assert_int_not_equal(output_write_file(in_dir("loop1"), a, sizeof a, &e), 0);
+    assert_int_equal(symlink("loop2", test_in_dir("loop1")), 0);
+    assert_int_equal(symlink("loop1", test_in_dir("loop2")), 0);
+    assert_int_not_equal(output_write_file(test_in_dir("loop1"), a, sizeof a, &e), 0);
     assert_non_null(strstr(e.msg, "symbolic links"));
 }
 
 static void test_fifo_written_directly(void **state) {
     (void)state;
-    const char *p = in_dir("fifo");
+    const char *p = test_in_dir("fifo");
     assert_int_equal(mkfifo(p, 0600), 0);
     int rd = open(p, O_RDONLY | O_NONBLOCK);   /* a reader, so the writer's open does not wait */
     assert_true(rd >= 0);
@@ -186,7 +150,7 @@ static void test_fifo_written_directly(void **state) {
     struct stat st;
     assert_int_equal(lstat(p, &st), 0);
     assert_true(S_ISFIFO(st.st_mode));   /* still the FIFO, not a regular file */
-    assert_int_equal(n_entries(dir), 1);
+    assert_int_equal(n_entries(test_dir), 1);
 }
 
 static void test_long_names(void **state) {
@@ -197,12 +161,12 @@ static void test_long_names(void **state) {
     for (int len = 249; len <= 255; len++) {
         memset(name, 'a' + len - 249, (size_t)len);
         name[len] = 0;
-        if (output_check(in_dir(name), &e)) fail_msg("%d bytes: %s", len, e.msg);
-        if (output_write_file(in_dir(name), data, sizeof data, &e)) fail_msg("%d bytes: %s", len, e.msg);
-        if (output_write_file(in_dir(name), data, sizeof data, &e)) fail_msg("%d bytes, again: %s", len, e.msg);
-        assert_file(in_dir(name), data, sizeof data);
+        if (output_check(test_in_dir(name), &e)) fail_msg("%d bytes: %s", len, e.msg);
+        if (output_write_file(test_in_dir(name), data, sizeof data, &e)) fail_msg("%d bytes: %s", len, e.msg);
+        if (output_write_file(test_in_dir(name), data, sizeof data, &e)) fail_msg("%d bytes, again: %s", len, e.msg);
+        assert_file(test_in_dir(name), data, sizeof data);
     }
-    assert_int_equal(n_entries(dir), 7);
+    assert_int_equal(n_entries(test_dir), 7);
 }
 
 static void test_checks(void **state) {
@@ -211,32 +175,32 @@ static void test_checks(void **state) {
     unsigned char data[4] = {0};
     /* a directory: said so, by check and by write */
     char d[600];   /* in_dir's buffers are reused */
-    snprintf(d, sizeof d, "%s", in_dir("adir"));
+    snprintf(d, sizeof d, "%s", test_in_dir("adir"));
     assert_int_equal(mkdir(d, 0700), 0);
     assert_int_not_equal(output_check(d, &e), 0);
     assert_non_null(strstr(e.msg, "is a directory"));
     assert_int_not_equal(output_write_file(d, data, sizeof data, &e), 0);
     assert_non_null(strstr(e.msg, "is a directory"));
     /* a missing directory */
-    const char *p = in_dir("missing/x.png");
+    const char *p = test_in_dir("missing/x.png");
     assert_int_not_equal(output_check(p, &e), 0);
     assert_non_null(strstr(e.msg, "does not exist"));
     assert_true(strncmp(e.msg, p, strlen(p)) == 0);
     /* --outdir: a file is not a directory; a missing one whose parent is missing cannot be made */
     char f[600];
-    snprintf(f, sizeof f, "%s", in_dir("file"));
+    snprintf(f, sizeof f, "%s", test_in_dir("file"));
     if (output_write_file(f, data, sizeof data, &e)) fail_msg("%s", e.msg);
     assert_int_not_equal(output_check_dir(f, &e), 0);
-    assert_int_not_equal(output_check_dir(in_dir("missing/sub"), &e), 0);
-    if (output_check_dir(in_dir("new"), &e)) fail_msg("%s", e.msg);   /* can be made */
+    assert_int_not_equal(output_check_dir(test_in_dir("missing/sub"), &e), 0);
+    if (output_check_dir(test_in_dir("new"), &e)) fail_msg("%s", e.msg);   /* can be made */
     if (output_check_dir(d, &e)) fail_msg("%s", e.msg);
-    if (output_check(in_dir("new.png"), &e)) fail_msg("%s", e.msg);
-    assert_int_equal(n_entries(dir), 2);   /* the checks made nothing */
+    if (output_check(test_in_dir("new.png"), &e)) fail_msg("%s", e.msg);
+    assert_int_equal(n_entries(test_dir), 2);   /* the checks made nothing */
     assert_int_equal(n_entries(d), 0);
     /* channels the PNG writer cannot take are refused before the work */
-    assert_int_not_equal(image_check_outputs(in_dir("g.png"), NULL, 2, &e), 0);
-    assert_int_not_equal(image_check_outputs(in_dir("g.png"), NULL, 4, &e), 0);
-    if (image_check_outputs(in_dir("g.png"), in_dir("tiles"), 3, &e)) fail_msg("%s", e.msg);
+    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 2, &e), 0);
+    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 4, &e), 0);
+    if (image_check_outputs(test_in_dir("g.png"), test_in_dir("tiles"), 3, &e)) fail_msg("%s", e.msg);
 }
 
 static void test_outdir_all_or_nothing(void **state) {
@@ -244,7 +208,7 @@ static void test_outdir_all_or_nothing(void **state) {
     enum { N = 6 };
     static unsigned char imgs[N * 784];
     for (int k = 0; k < N; k++) fill(imgs + k * 784, 784, (unsigned)k);
-    const char *grid = in_dir("grid.png"), *tiles = in_dir("tiles");
+    const char *grid = test_in_dir("grid.png"), *tiles = test_in_dir("tiles");
     Err e;
     unsigned char old[50];
     fill(old, sizeof old, 9);
@@ -252,24 +216,24 @@ static void test_outdir_all_or_nothing(void **state) {
     /* tile 3 cannot be written (a directory is in its place): the grid and tiles 0-2 were
      * written already, and none of them may appear */
     assert_int_equal(mkdir(tiles, 0700), 0);
-    assert_int_equal(mkdir(in_dir("tiles/sample_00003.png"), 0700), 0);
+    assert_int_equal(mkdir(test_in_dir("tiles/sample_00003.png"), 0700), 0);
     assert_int_not_equal(image_write_set(grid, tiles, imgs, N, 28, 28, 1, &e), 0);
     assert_non_null(strstr(e.msg, "sample_00003.png: is a directory"));
     assert_file(grid, old, sizeof old);                 /* the old grid kept */
     assert_int_equal(n_entries(tiles), 1);              /* no tiles, no temp files */
-    assert_int_equal(n_entries(dir), 2);
-    assert_int_equal(rmdir(in_dir("tiles/sample_00003.png")), 0);
+    assert_int_equal(n_entries(test_dir), 2);
+    assert_int_equal(rmdir(test_in_dir("tiles/sample_00003.png")), 0);
     /* then all of it */
     if (image_write_set(grid, tiles, imgs, N, 28, 28, 1, &e)) fail_msg("%s", e.msg);
     assert_int_equal(n_entries(tiles), N);
     unsigned char back[784];
-    if (image_read_png(in_dir("tiles/sample_00003.png"), back, 28, 28, 1, &e)) fail_msg("%s", e.msg);
+    if (image_read_png(test_in_dir("tiles/sample_00003.png"), back, 28, 28, 1, &e)) fail_msg("%s", e.msg);
     assert_memory_equal(back, imgs + 3 * 784, 784);
     /* a group that made its directory removes it again on failure */
     OutputGroup g = {0};
-    const char *made = in_dir("made");
+    const char *made = test_in_dir("made");
     if (output_group_mkdir(&g, made, &e)) fail_msg("%s", e.msg);
-    if (output_group_add(&g, in_dir("made/a.png"), old, sizeof old, &e)) fail_msg("%s", e.msg);
+    if (output_group_add(&g, test_in_dir("made/a.png"), old, sizeof old, &e)) fail_msg("%s", e.msg);
     assert_int_not_equal(output_group_add(&g, tiles, old, sizeof old, &e), 0);
     output_group_abort(&g);
     struct stat st;
@@ -278,13 +242,13 @@ static void test_outdir_all_or_nothing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_replace_is_atomic, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_write_error_message, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_symlink_followed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fifo_written_directly, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_long_names, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_checks, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_outdir_all_or_nothing, setup, teardown),
+        TEST_IN_DIR(test_replace_is_atomic),
+        TEST_IN_DIR(test_write_error_message),
+        TEST_IN_DIR(test_symlink_followed),
+        TEST_IN_DIR(test_fifo_written_directly),
+        TEST_IN_DIR(test_long_names),
+        TEST_IN_DIR(test_checks),
+        TEST_IN_DIR(test_outdir_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
