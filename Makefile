@@ -19,6 +19,10 @@ all: lingen
 lingen: $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# lingen built inside $(BUILD), for builds with other flags (make valgrind)
+$(BUILD)/lingen: $(OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -76,7 +80,7 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz lingen
+	rm -rf build build-asan build-fuzz build-valgrind lingen
 
 # ---------------------------------------------------------------- fuzzing (fuzz/README.md)
 # libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into
@@ -89,7 +93,7 @@ FUZZ_TARGETS := model dataset png args
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
-FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util safetensors model dataset image args)
+FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul dataset image args)
 # A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
 FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).
@@ -129,10 +133,15 @@ fuzz-regress: fuzz-build
 # ---------------------------------------------------------------- valgrind
 # memcheck on a short sample, eval, complete and info: any error or definite/indirect leak fails.
 # One thread: OpenBLAS's thread pool only adds noise (its buffers are "possibly lost").
+# Its own binary, in build-valgrind/, for a baseline valgrind can run: it does not emulate
+# AVX-512, so the -march=native binary dies of SIGILL on a machine that has it.
 VALGRIND := OPENBLAS_NUM_THREADS=1 valgrind -q --error-exitcode=1 --leak-check=full \
             --errors-for-leak-kinds=definite,indirect
-valgrind: lingen | $(BUILD)
-	$(VALGRIND) ./lingen sample --model tests/fixtures/tiny-linear-mnist.bin -n 2 --threads 1 -o $(BUILD)/valgrind.png
-	$(VALGRIND) ./lingen eval bits-per-dim --model tests/fixtures/tiny-linear-mnist.bin --limit 2 --threads 1
-	$(VALGRIND) ./lingen complete --model tests/fixtures/tiny-linear-mnist.bin --index 0-1 --samples 2 --threads 1 -o $(BUILD)/valgrind.png
-	$(VALGRIND) ./lingen info
+VALGRIND_OPT := -O2 $(if $(filter x86_64,$(shell uname -m)),-march=x86-64-v2) -fno-trapping-math
+VG := build-valgrind/lingen
+valgrind:
+	$(MAKE) BUILD=build-valgrind OPT="$(VALGRIND_OPT)" $(VG)
+	$(VALGRIND) $(VG) sample --model tests/fixtures/tiny-linear-mnist.bin -n 2 --threads 1 -o build-valgrind/valgrind.png
+	$(VALGRIND) $(VG) eval bits-per-dim --model tests/fixtures/tiny-linear-mnist.bin --limit 2 --threads 1
+	$(VALGRIND) $(VG) complete --model tests/fixtures/tiny-linear-mnist.bin --index 0-1 --samples 2 --threads 1 -o build-valgrind/valgrind.png
+	$(VALGRIND) $(VG) info

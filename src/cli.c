@@ -1,5 +1,6 @@
 /* What the subcommands share: finding and loading the model and the dataset, threads. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
@@ -54,7 +55,11 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
  * output columns, then its share of the attention. OpenBLAS keeps to one thread per call, so
  * the two never compete for the cores. */
 void cli_set_threads(long threads) {
-    if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
+    char note[200];
+    const char *force = getenv("LINGEN_FORCE_THREADS");
+    threads = reslimits_pick_threads(threads, reslimits_usable_cores(), force && *force && strcmp(force, "0"),
+                                     note, sizeof note);
+    if (note[0]) fprintf(stderr, "lingen: %s\n", note);
     omp_set_num_threads((int)threads);
     openblas_set_num_threads(1);
 }

@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
+#include "output.h"
 #include "reslimits.h"
 #include "transformer.h"
 
@@ -207,10 +208,8 @@ static int check_memory(const Model *soft, const char *soft_path, long batch) {
 
 /* Whether a file can be written at path (a probe: nothing is left there). */
 static int writable(const char *path) {
-    AtomicFile a;
     Err e;
-    if (atomic_open(&a, path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
-    atomic_abort(&a);
+    if (output_check(path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
     return 1;
 }
 
@@ -263,7 +262,7 @@ int cmd_compare(int argc, char **argv) {
         {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON", 0, 0},
         {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},

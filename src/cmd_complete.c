@@ -54,7 +54,7 @@ int cmd_complete(int argc, char **argv) {
         {"samples", 'k', OPT_INT, &K, "K", "completions per input (default 4)", 1, 1024},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
@@ -80,6 +80,13 @@ int cmd_complete(int argc, char **argv) {
         model_free(&m);
         return 2;
     }
+    Err e;
+    if (image_check_outputs(out, NULL, c->channels, &e)) {   /* before the work, not after */
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        free(files);
+        model_free(&m);
+        return 1;
+    }
     cli_set_threads(threads);
 
     unsigned char *inputs = NULL, *imgs = NULL, *tiles = NULL;
@@ -95,7 +102,6 @@ int cmd_complete(int argc, char **argv) {
         model_free(&m);
         return 1;
     }
-    Err e;
     imgs = try_calloc((size_t)total, N, "images", &e);
     tiles = imgs ? try_calloc((size_t)n * (K + 2), N, "grid", &e) : NULL;
     if (!tiles) {
@@ -123,7 +129,8 @@ int cmd_complete(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    printf("completed %d input%s x %ld samples (top %ld of %d rows kept; %s attention, batch %ld) in %.2f s: "
+    fprintf(strcmp(out, "-") ? stdout : stderr,   /* -o -: stdout is the PNG */
+            "completed %d input%s x %ld samples (top %ld of %d rows kept; %s attention, batch %ld) in %.2f s: "
            "%.3f images/s -> %s\n", n, n == 1 ? "" : "s", K, rows, c->height,
            c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, secs, total / secs, out);
 out:

@@ -22,7 +22,7 @@ int cmd_eval(int argc, char **argv) {
         {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
     };
     const char *pos[1];

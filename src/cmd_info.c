@@ -1,5 +1,6 @@
 /* lingen info: a model's configuration, size, and the per-image memory of its attention. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -43,7 +44,9 @@ int cmd_info(int argc, char **argv) {
     const char *keys[] = {"test_bits_per_dim", "test_images", "epochs", "steps", "gpu_seconds", "date", "recipe", "fixture"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = model_meta(&m, keys[i]);
-        if (v) printf("%-12s %s\n", keys[i], v);
+        char *safe = v ? text_escape(v) : NULL;   /* a value is the file's text: no terminal escapes */
+        if (v) printf("%-12s %s\n", keys[i], safe);
+        free(safe);
     }
     model_free(&m);
     return 0;

@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "output.h"
+
 static const struct { const char *name, *key, *memory; int extrapolated; } ROWS[N_ROWS] = {
     {"linear, RNN mode (state S, z)", "linear_rnn", "state", 0},
     {"softmax, KV cache", "softmax_kv_cache", "KV cache", 0},

@@ -30,7 +30,16 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
                     per_image[start + b] -= dmol_log_prob(s.out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
         }
-        for (int b = 0; b < nb; b++) per_image[start + b] /= N * log(2.0);
+        for (int b = 0; b < nb; b++) {
+            per_image[start + b] /= N * log(2.0);
+            if (!isfinite(per_image[start + b])) {   /* weights are finite, but the numbers overflowed */
+                err_set(e, "image %d: the log-probability is not finite (the model's activations overflow "
+                        "float32): no bits/dim", start + b);
+                free(tok);
+                runstate_free(&s);
+                return -1;
+            }
+        }
     }
     free(tok);
     runstate_free(&s);
