@@ -15,6 +15,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "compare.h"
+#include "modelpath.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
@@ -258,8 +259,8 @@ int cmd_compare(int argc, char **argv) {
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (required: the only comparison so far)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
-        {"model", 'm', OPT_STR, &lin_path, "FILE", "linear model (default models/mnist.bin, models/cifar.bin)", 0, 0},
-        {"softmax-model", 0, OPT_STR, &soft_path, "FILE", "softmax model (default models/mnist-softmax.bin, models/cifar-softmax.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &lin_path, "NAME", "linear model, file or name (default mnist, or cifar)", 0, 0},
+        {"softmax-model", 0, OPT_STR, &soft_path, "NAME", "softmax model, file or name (default mnist-softmax, or cifar-softmax)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
@@ -285,8 +286,12 @@ int cmd_compare(int argc, char **argv) {
         return 2;
     }
     int cifar = dataset && !strcmp(dataset, "cifar10");
-    lin_path = cli_find_file(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
-    soft_path = cli_find_file(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
+    char lin_found[MODELPATH_LEN], soft_found[MODELPATH_LEN];
+    if (modelpath_find(lin_path ? lin_path : cifar ? "cifar" : "mnist", lin_found, sizeof lin_found) ||
+        modelpath_find(soft_path ? soft_path : cifar ? "cifar-softmax" : "mnist-softmax", soft_found, sizeof soft_found))
+        return 1;
+    lin_path = lin_found;
+    soft_path = soft_found;
     /* Fail before minutes of measuring, not after. */
     if (png && plot_script("--check", NULL)) {
         fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");

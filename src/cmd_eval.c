@@ -6,6 +6,7 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
@@ -16,7 +17,7 @@ int cmd_eval(int argc, char **argv) {
     long limit = 0, batch = 0, threads = 0;
     int ceiling = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
         {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
@@ -44,9 +45,9 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     cli_set_threads(threads);
     if (!batch) batch = c->seq_len > 1000 ? 4 : 16;

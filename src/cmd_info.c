@@ -4,19 +4,20 @@
 
 #include "args.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "transformer.h"
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    Opt opts[] = {{"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0}};
+    Opt opts[] = {{"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0}};
     int r = args_parse(argc, argv, 2, opts, 1, "info",
                        "Show a model's configuration, parameter count, and the bytes of memory per image:\n"
                        "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     int N = c->seq_len;
     printf("model        %s\n", path);

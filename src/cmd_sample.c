@@ -9,6 +9,7 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "generate.h"
 #include "image.h"
 #include "transformer.h"
@@ -45,7 +46,7 @@ int cmd_sample(int argc, char **argv) {
     long n = 16, batch = 0, seed = 1, threads = 0;
     int ceiling = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64))", 1, 4096},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
@@ -61,9 +62,9 @@ int cmd_sample(int argc, char **argv) {
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     if (!batch) batch = n < 64 ? n : 64;
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     cli_set_threads(threads);
 

@@ -9,6 +9,8 @@ int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 /* A shipped file (model, script): the flag if given, else dflt here, else dflt beside the executable. */
 const char *cli_find_file(const char *flag, const char *dflt);
