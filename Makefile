@@ -32,12 +32,12 @@ $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(LIBOBJ) | $(BUILD)
 $(BUILD):
 	mkdir -p $(BUILD)
 
-# The installed models' directory is compiled into modelpath.o (the last place --model NAME
-# looks): the stamp holds it, so that another PREFIX rebuilds that object.
-$(BUILD)/modeldir.stamp: FORCE | $(BUILD)
-	@echo '$(DATADIR)/models' | cmp -s - $@ || echo '$(DATADIR)/models' > $@
-$(BUILD)/modelpath.o: $(BUILD)/modeldir.stamp
-$(BUILD)/modelpath.o: CFLAGS += -DLINGEN_MODELDIR='"$(DATADIR)/models"'
+# The installed data directory is compiled into modelpath.o (the last place --model NAME looks):
+# the stamp holds it, so that another PREFIX rebuilds that object.
+$(BUILD)/datadir.stamp: FORCE | $(BUILD)
+	@echo '$(DATADIR)' | cmp -s - $@ || echo '$(DATADIR)' > $@
+$(BUILD)/modelpath.o: $(BUILD)/datadir.stamp
+$(BUILD)/modelpath.o: CFLAGS += -DLINGEN_SHAREDIR='"$(DATADIR)"'
 
 # The binary, the models, the compare plot script and the man page; DESTDIR stages the tree.
 install: lingen

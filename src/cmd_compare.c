@@ -19,6 +19,7 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
+#include "jsonout.h"
 #include "reslimits.h"
 #include "transformer.h"
 
@@ -219,7 +220,7 @@ static int writable(const char *path) {
 static int plot_script(const char *arg1, const char *arg2) {
     const char *py = getenv("PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
-    const char *script = cli_find_file(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
+    const char *script = modelpath_shared_file("scripts/plot_compare.py");
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); return -1; }
@@ -266,7 +267,7 @@ int cmd_compare(int argc, char **argv) {
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout)", 0, 0},
         {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
@@ -297,7 +298,7 @@ int cmd_compare(int argc, char **argv) {
         fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");
         return 1;
     }
-    if ((json && !writable(json)) || (png && !writable(png))) return 1;
+    if ((json && jsonout_prepare(json)) || (png && !writable(png))) return 1;
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
     int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
@@ -363,7 +364,9 @@ int cmd_compare(int argc, char **argv) {
         compare_finish(&c);
         compare_print(stdout, &c);
         if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        if (rc == 0 && png && plot_from(&c, json, png)) rc = 1;
+        int json_file = json && strcmp(json, "-");
+        if (rc == 0 && png && plot_from(&c, json_file ? json : NULL, png)) rc = 1;
+        if (rc == 0 && json_file) printf("json: %s\n", json);
         if (rc == 0 && png) printf("plot: %s\n", png);
     }
     for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }

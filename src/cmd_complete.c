@@ -67,6 +67,7 @@ int cmd_complete(int argc, char **argv) {
                        "form. The grid has one row per input: the original, the input with its hidden part grey,\n"
                        "then the K completions.",
                        files, argc, &n_files);
+    if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];

@@ -24,6 +24,33 @@ static void add_dir(ModelDirs *d, const char *dir, const char *why) {
     d->why[d->n++] = why;
 }
 
+/* rel in the executable's directory (up = ""), or in its parent (up = "/..", written as the
+ * parent's path: bin/lingen -> share/...). Returns 0 when there is no such path. */
+static int beside_exe(char *out, size_t n, const char *up, const char *rel) {
+    char exe[MODELPATH_LEN];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return 0;
+    exe[len] = 0;
+    for (int strip = *up ? 2 : 1; strip > 0; strip--) {
+        char *slash = strrchr(exe, '/');
+        if (!slash) return 0;
+        *slash = 0;
+    }
+    int wrote = snprintf(out, n, "%s/%s", exe, rel);
+    return wrote > 0 && (size_t)wrote < n;
+}
+
+const char *modelpath_shared_file(const char *rel) {
+    static char path[MODELPATH_LEN];
+    if (access(rel, R_OK) == 0) return rel;
+    if (beside_exe(path, sizeof path, "", rel) && access(path, R_OK) == 0) return path;
+    char shared[MODELPATH_LEN];
+    snprintf(shared, sizeof shared, "share/lingen/%s", rel);
+    if (beside_exe(path, sizeof path, "/..", shared) && access(path, R_OK) == 0) return path;
+    snprintf(path, sizeof path, "%s/%s", LINGEN_SHAREDIR, rel);
+    return access(path, R_OK) == 0 ? path : rel;
+}
+
 void modelpath_dirs(ModelDirs *d) {
     d->n = 0;
     const char *env = getenv("LINGEN_MODELS");
@@ -34,21 +61,10 @@ void modelpath_dirs(ModelDirs *d) {
             add_dir(d, p, "$LINGEN_MODELS");
     }
     add_dir(d, "./models", "in the current directory");
-    char exe[MODELPATH_LEN];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 32);
-    char *slash = len > 0 ? (exe[len] = 0, strrchr(exe, '/')) : NULL;
-    if (slash) {
-        char dir[MODELPATH_LEN + 32];
-        *slash = 0;
-        snprintf(dir, sizeof dir, "%s/models", exe);
-        add_dir(d, dir, "next to the executable");
-        char *up = strrchr(exe, '/');   /* bin/lingen -> share/lingen/models */
-        if (up) {
-            snprintf(dir, sizeof dir, "%.*s/share/lingen/models", (int)(up - exe), exe);
-            add_dir(d, dir, "installed with the executable");
-        }
-    }
-    add_dir(d, LINGEN_MODELDIR, "make install");
+    char dir[MODELPATH_LEN];
+    if (beside_exe(dir, sizeof dir, "", "models")) add_dir(d, dir, "next to the executable");
+    if (beside_exe(dir, sizeof dir, "/..", "share/lingen/models")) add_dir(d, dir, "installed with the executable");
+    add_dir(d, LINGEN_SHAREDIR "/models", "make install");
 }
 
 static int is_file(const char *path) {

@@ -5,13 +5,18 @@
  *   3. models/ next to the executable (a build tree run from another directory)
  *   4. ../share/lingen/models from the executable (an installed tree, wherever it was copied)
  *   5. the directory `make install` puts the models in: $(PREFIX)/share/lingen/models
+ * (and the same places, less $LINGEN_MODELS, for the other files lingen ships)
  * The first match wins, so a directory earlier in the list shadows the same name later on. */
 #ifndef LINGEN_MODELPATH_H
 #define LINGEN_MODELPATH_H
 #include <stddef.h>
 
-#ifndef LINGEN_MODELDIR
-#define LINGEN_MODELDIR "/usr/local/share/lingen/models"
+/* Where `make install` puts the models and scripts (from PREFIX, by the Makefile). */
+#ifndef LINGEN_SHAREDIR
+#define LINGEN_SHAREDIR "/usr/local/share/lingen"
+/* A file shipped with lingen, e.g. "scripts/plot_compare.py": rel in the current directory, next
+ * to the executable, in ../share/lingen from it, or in LINGEN_SHAREDIR; else rel itself. */
+const char *modelpath_shared_file(const char *rel);
 #endif
 
 #define MODELPATH_MAX_DIRS 16
@@ -34,4 +39,7 @@ int modelpath_list(ModelEntry **out);
 /* Resolve --model NAME into out. On failure prints where it looked and the names it found, and
  * returns -1. */
 int modelpath_find(const char *name, char *out, size_t n);
+/* A file shipped with lingen, e.g. "scripts/plot_compare.py": rel in the current directory, next
+ * to the executable, in ../share/lingen from it, or in LINGEN_SHAREDIR; else rel itself. */
+const char *modelpath_shared_file(const char *rel);
 #endif
