@@ -19,7 +19,7 @@ void args_usage(const Opt *opts, int n_opts, const char *cmd, const char *summar
         printf("  %-26s %s\n", left, o->help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");
-    printf("\nexit codes: 0 ok, 1 failure, 2 usage error\n");
+    printf("\nvalues: --name VALUE, --name=VALUE, -x VALUE or -xVALUE\nexit codes: 0 ok, 1 failure, 2 usage error\n");
 }
 
 /* "-n must be between 1 and 1000000, not '0'": opt is the option as typed (-n, --n or --batch). */

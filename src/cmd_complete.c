@@ -56,7 +56,7 @@ int cmd_complete(int argc, char **argv) {
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default completions.png)", 0, 0},
+        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;
