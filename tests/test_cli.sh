@@ -3,18 +3,7 @@
 set -u
 L=./lingen
 F=tests/fixtures
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-# expect CODE DESCRIPTION CMD...: run, check the exit code; stdout+stderr in $T/out
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
+. tests/cli_lib.sh
 png_size() { python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); assert d[:8]==b"\x89PNG\r\n\x1a\n"; print(*struct.unpack(">II", d[16:24]))' "$1"; }
 
 # usage and help
@@ -195,5 +184,4 @@ contains "too big: names the largest batch that fits" "use --batch"
 expect 1 "eval: batch too big for memory" bash -c 'ulimit -v 1000000; exec ./lingen eval bits-per-dim --limit 64 --batch 64 --model models/mnist-softmax.bin'
 contains "eval too big: names the largest batch" "use --batch"
 
-echo "$fails failed"
-[ $fails -eq 0 ]
+finish

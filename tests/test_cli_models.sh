@@ -7,20 +7,10 @@ set -u
 REPO=$PWD
 L=$REPO/lingen
 F=$REPO/tests/fixtures
-T=$(mktemp -d)
+. tests/cli_lib.sh
 STAMP=$(cat build/datadir.stamp 2>/dev/null || echo /usr/local/share/lingen)
 # make install rebuilds ./lingen for its PREFIX: rebuild it for the one it had
 trap 'cd "$REPO"; rm -rf "$T"; make -s lingen DATADIR="$STAMP" > /dev/null' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -8; fi; }
-lacks()    { if grep -q -- "$2" "$T/out"; then bad "$1: '$2' in:"; sed 's/^/     /' "$T/out" | head -8; else ok "$1"; fi; }
 D=${LINGEN_DATA:-data}
 export LINGEN_DATA=$(cd "$D" && pwd)
 
@@ -150,5 +140,4 @@ cp "$P/bin/lingen" "$T/bin2/lingen"
 expect 0 "moved binary: --model mnist-softmax from PREFIX" env -u LINGEN_MODELS "$T/bin2/lingen" info --model mnist-softmax
 contains "moved binary: PREFIX/share/lingen/models" "model        $P/share/lingen/models/mnist-softmax.bin"
 
-echo "$fails failed"
-[ $fails -eq 0 ]
+finish

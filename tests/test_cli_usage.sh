@@ -6,18 +6,7 @@ set -u
 L=./lingen
 F=tests/fixtures
 LM=$F/tiny-linear-mnist.bin
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
-lacks()    { if grep -q -- "$2" "$T/out"; then bad "$1: '$2' in:"; sed 's/^/     /' "$T/out" | head -5; else ok "$1"; fi; }
+. tests/cli_lib.sh
 export LINGEN_DATA=${LINGEN_DATA:-data}
 
 # ---------------------------------------------------------------- --version
@@ -182,5 +171,4 @@ for c in sample eval info compare; do
   contains "$c --help shows --json" "--json FILE"
 done
 
-echo "$fails failed"
-[ $fails -eq 0 ]
+finish
