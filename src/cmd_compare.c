@@ -15,11 +15,11 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "compare.h"
-#include "modelpath.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
 #include "jsonout.h"
+#include "modelpath.h"
 #include "reslimits.h"
 #include "transformer.h"
 

@@ -24,14 +24,14 @@ static void add_dir(ModelDirs *d, const char *dir, const char *why) {
     d->why[d->n++] = why;
 }
 
-/* rel in the executable's directory (up = ""), or in its parent (up = "/..", written as the
- * parent's path: bin/lingen -> share/...). Returns 0 when there is no such path. */
-static int beside_exe(char *out, size_t n, const char *up, const char *rel) {
+/* rel in the executable's directory (up = 0) or in its parent (up = 1: bin/lingen -> share/...).
+ * Returns 0 when there is no such path. */
+static int from_exe(char *out, size_t n, int up, const char *rel) {
     char exe[MODELPATH_LEN];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len <= 0) return 0;
     exe[len] = 0;
-    for (int strip = *up ? 2 : 1; strip > 0; strip--) {
+    for (int strip = 1 + up; strip > 0; strip--) {
         char *slash = strrchr(exe, '/');
         if (!slash) return 0;
         *slash = 0;
@@ -43,10 +43,10 @@ static int beside_exe(char *out, size_t n, const char *up, const char *rel) {
 const char *modelpath_shared_file(const char *rel) {
     static char path[MODELPATH_LEN];
     if (access(rel, R_OK) == 0) return rel;
-    if (beside_exe(path, sizeof path, "", rel) && access(path, R_OK) == 0) return path;
+    if (from_exe(path, sizeof path, 0, rel) && access(path, R_OK) == 0) return path;
     char shared[MODELPATH_LEN];
     snprintf(shared, sizeof shared, "share/lingen/%s", rel);
-    if (beside_exe(path, sizeof path, "/..", shared) && access(path, R_OK) == 0) return path;
+    if (from_exe(path, sizeof path, 1, shared) && access(path, R_OK) == 0) return path;
     snprintf(path, sizeof path, "%s/%s", LINGEN_SHAREDIR, rel);
     return access(path, R_OK) == 0 ? path : rel;
 }
@@ -62,8 +62,8 @@ void modelpath_dirs(ModelDirs *d) {
     }
     add_dir(d, "./models", "in the current directory");
     char dir[MODELPATH_LEN];
-    if (beside_exe(dir, sizeof dir, "", "models")) add_dir(d, dir, "next to the executable");
-    if (beside_exe(dir, sizeof dir, "/..", "share/lingen/models")) add_dir(d, dir, "installed with the executable");
+    if (from_exe(dir, sizeof dir, 0, "models")) add_dir(d, dir, "next to the executable");
+    if (from_exe(dir, sizeof dir, 1, "share/lingen/models")) add_dir(d, dir, "installed with the executable");
     add_dir(d, LINGEN_SHAREDIR "/models", "make install");
 }
 
