@@ -6,6 +6,10 @@ CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp
 LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp
 PYTHON  ?= /usr/bin/python3
 BUILD   ?= build
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share/lingen
+MANDIR  ?= $(PREFIX)/share/man/man1
 export LINGEN_DATA ?= $(if $(wildcard ../shared/data/mnist),$(abspath ../shared/data),$(abspath data))
 
 SRC     := $(wildcard src/*.c)
@@ -13,7 +17,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean
+.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean install uninstall FORCE
 all: lingen
 
 lingen: $(OBJ)
@@ -31,6 +35,26 @@ $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(LIBOBJ) | $(BUILD)
 
 $(BUILD):
 	mkdir -p $(BUILD)
+
+# The installed data directory is compiled into modelpath.o (the last place --model NAME looks):
+# the stamp holds it, so that another PREFIX rebuilds that object.
+$(BUILD)/datadir.stamp: FORCE | $(BUILD)
+	@echo '$(DATADIR)' | cmp -s - $@ || echo '$(DATADIR)' > $@
+$(BUILD)/modelpath.o: $(BUILD)/datadir.stamp
+$(BUILD)/modelpath.o: CFLAGS += -DLINGEN_SHAREDIR='"$(DATADIR)"'
+
+# The binary, the models, the compare plot script and the man page; DESTDIR stages the tree.
+install: lingen
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/scripts $(DESTDIR)$(MANDIR)
+	install -m 755 lingen $(DESTDIR)$(BINDIR)/lingen
+	install -m 644 models/*.bin $(DESTDIR)$(DATADIR)/models/
+	install -m 644 scripts/plot_compare.py $(DESTDIR)$(DATADIR)/scripts/
+	install -m 644 docs/lingen.1 $(DESTDIR)$(MANDIR)/lingen.1
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lingen $(DESTDIR)$(MANDIR)/lingen.1 $(DESTDIR)$(DATADIR)/scripts/plot_compare.py
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/models/,$(notdir $(wildcard models/*.bin)))
+	-rmdir $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/scripts $(DESTDIR)$(DATADIR) 2>/dev/null
 
 # The Debian packages (installed only if missing).
 deps:

@@ -4,6 +4,6 @@
 #define LINGEN_CEILING_H
 double sgemm_gflops(void);
 /* Measure sgemm now and print, after `label`, the GFLOP/s a run of images_per_s reached
- * (flops_per_image of useful work each) as a fraction of it. */
-void ceiling_report(const char *label, double flops_per_image, double images_per_s);
+ * (flops_per_image of useful work each) as a fraction of it. Returns sgemm's GFLOP/s. */
+double ceiling_report(const char *label, double flops_per_image, double images_per_s);
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cblas.h>
 #include <omp.h>
@@ -11,20 +12,11 @@
 #include "reslimits.h"
 #include "transformer.h"
 
-const char *cli_find_file(const char *flag, const char *dflt) {
-    if (flag) return flag;
-    if (access(dflt, R_OK) == 0) return dflt;
-    static char beside[4096];   /* models/ next to the executable, for runs from elsewhere */
-    ssize_t n = readlink("/proc/self/exe", beside, sizeof beside - 64);
-    if (n > 0) {
-        beside[n] = 0;
-        char *slash = strrchr(beside, '/');
-        if (slash) {
-            snprintf(slash + 1, sizeof beside - (slash + 1 - beside), "%s", dflt);
-            if (access(beside, R_OK) == 0) return beside;
-        }
-    }
-    return dflt;
+int cli_check_png_name(const char *cmd, const char *path) {
+    size_t n = strlen(path);
+    if (!strcmp(path, "-") || (n > 4 && !strcasecmp(path + n - 4, ".png"))) return 0;
+    fprintf(stderr, "lingen %s: -o %s: only PNG images are written; give a name ending in .png\n", cmd, path);
+    return 2;
 }
 
 int cli_load_model(Model *m, const char *path) {

@@ -19,6 +19,8 @@
 #include "evaluate.h"
 #include "generate.h"
 #include "output.h"
+#include "jsonout.h"
+#include "modelpath.h"
 #include "reslimits.h"
 #include "transformer.h"
 
@@ -217,7 +219,7 @@ static int writable(const char *path) {
 static int plot_script(const char *arg1, const char *arg2) {
     const char *py = getenv("PYTHON");
     if (!py || !*py) py = "/usr/bin/python3";
-    const char *script = cli_find_file(NULL, "scripts/plot_compare.py");   /* here, else beside lingen */
+    const char *script = modelpath_shared_file("scripts/plot_compare.py");
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); return -1; }
@@ -257,14 +259,14 @@ int cmd_compare(int argc, char **argv) {
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (required: the only comparison so far)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
-        {"model", 'm', OPT_STR, &lin_path, "FILE", "linear model (default models/mnist.bin, models/cifar.bin)", 0, 0},
-        {"softmax-model", 0, OPT_STR, &soft_path, "FILE", "softmax model (default models/mnist-softmax.bin, models/cifar-softmax.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &lin_path, "NAME", "linear model, file or name (default mnist, or cifar)", 0, 0},
+        {"softmax-model", 0, OPT_STR, &soft_path, "NAME", "softmax model, file or name (default mnist-softmax, or cifar-softmax)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout)", 0, 0},
         {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
@@ -284,14 +286,18 @@ int cmd_compare(int argc, char **argv) {
         return 2;
     }
     int cifar = dataset && !strcmp(dataset, "cifar10");
-    lin_path = cli_find_file(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
-    soft_path = cli_find_file(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
+    char lin_found[MODELPATH_LEN], soft_found[MODELPATH_LEN];
+    if (modelpath_find(lin_path ? lin_path : cifar ? "cifar" : "mnist", lin_found, sizeof lin_found) ||
+        modelpath_find(soft_path ? soft_path : cifar ? "cifar-softmax" : "mnist-softmax", soft_found, sizeof soft_found))
+        return 1;
+    lin_path = lin_found;
+    soft_path = soft_found;
     /* Fail before minutes of measuring, not after. */
     if (png && plot_script("--check", NULL)) {
         fprintf(stderr, "lingen: --plot needs python3 with matplotlib\n");
         return 1;
     }
-    if ((json && !writable(json)) || (png && !writable(png))) return 1;
+    if ((json && jsonout_prepare(json)) || (png && !writable(png))) return 1;
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
     int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
@@ -357,7 +363,9 @@ int cmd_compare(int argc, char **argv) {
         compare_finish(&c);
         compare_print(stdout, &c);
         if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        if (rc == 0 && png && plot_from(&c, json, png)) rc = 1;
+        int json_file = json && strcmp(json, "-");
+        if (rc == 0 && png && plot_from(&c, json_file ? json : NULL, png)) rc = 1;
+        if (rc == 0 && json_file) printf("json: %s\n", json);
         if (rc == 0 && png) printf("plot: %s\n", png);
     }
     for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }

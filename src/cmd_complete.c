@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "complete.h"
 #include "image.h"
 #include "transformer.h"
@@ -46,7 +47,7 @@ int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"index", 'i', OPT_STR, &index, "LIST", "test images, e.g. 0-9, 3 or 0-4,7 (default 0-9 when no PNG is given)", 0, 0},
         {"image", 0, OPT_POS, NULL, "PNG", "an image of the model's size to complete (repeatable)", 0, 0},
@@ -55,7 +56,7 @@ int cmd_complete(int argc, char **argv) {
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default completions.png)", 0, 0},
+        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;
@@ -66,11 +67,15 @@ int cmd_complete(int argc, char **argv) {
                        "form. The grid has one row per input: the original, the input with its hidden part grey,\n"
                        "then the K completions.",
                        files, argc, &n_files);
+    if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
     if (!index && !n_files) index = "0-9";
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) { free(files); return 1; }
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) {
+        free(files);
+        return 1;
+    }
     const Config *c = &m.cfg;
     if (!rows) rows = c->height / 2;
     if (rows >= c->height) {

@@ -6,17 +6,19 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
+#include "jsonout.h"
 #include "transformer.h"
 
 int cmd_eval(int argc, char **argv) {
-    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel";
+    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel", *json = NULL;
     long limit = 0, batch = 0, threads = 0;
     int ceiling = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
         {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
@@ -24,6 +26,7 @@ int cmd_eval(int argc, char **argv) {
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
     const char *pos[1];
     int npos = 0;
@@ -44,9 +47,10 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    path = cli_find_file(path, "models/mnist.bin");
+    if (json && jsonout_prepare(json)) return 1;
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     cli_set_threads(threads);
     if (!batch) batch = c->seq_len > 1000 ? 4 : 16;
@@ -75,19 +79,40 @@ int cmd_eval(int argc, char **argv) {
     } else {
         double mean, se;
         mean_and_stderr(per, ds.n, &mean, &se);
+        const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = strcmp(mode, "rnn") ? "parallel" : "step (RNN)";
         printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split, c->seq_len);
-        printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
+        printf("model        %s (%s attention, %s)\n", path, attn, c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
         const PaperFigures *pf = compare_paper(c->dataset);
         int paper_shape = c->d == 256 && c->d_ff == 1024 && c->n_mix == 10 &&
                           c->n_layers == (!strcmp(c->dataset, "mnist") ? 8 : 16);
-        if (pf && paper_shape) printf("paper        %.3g (Katharopoulos et al. 2020, the same architecture)\n",
-                       c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd);
-        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
-               strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
+        double paper = pf && paper_shape ? (c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd) : 0;
+        if (paper) printf("paper        %.3g (Katharopoulos et al. 2020, the same architecture)\n", paper);
+        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs, form, batch);
+        double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
-            ceiling_report("ceiling      ", transformer_flops_per_image(c), ds.n / secs);
+            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "bits_per_dim", mean);
+            cJSON_AddNumberToObject(o, "bits_per_dim_stderr", se);
+            cJSON_AddNumberToObject(o, "images", ds.n);
+            cJSON_AddStringToObject(o, "split", split);
+            cJSON_AddNumberToObject(o, "dims", c->seq_len);
+            cJSON_AddStringToObject(o, "model", path);
+            cJSON_AddStringToObject(o, "attention", attn);
+            cJSON_AddStringToObject(o, "dataset", c->dataset);
+            if (card) cJSON_AddNumberToObject(o, "model_card_bits_per_dim", atof(card));
+            if (paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", paper);
+            cJSON_AddNumberToObject(o, "images_per_s", ds.n / secs);
+            cJSON_AddNumberToObject(o, "seconds", secs);
+            cJSON_AddStringToObject(o, "form", strcmp(mode, "rnn") ? "parallel" : "rnn");
+            cJSON_AddNumberToObject(o, "batch", batch);
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, sgemm));
+            if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
+            cJSON_Delete(o);
+        }
     }
     free(per);
     dataset_free(&ds);

@@ -9,9 +9,11 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "modelpath.h"
 #include "generate.h"
 #include "image.h"
 #include "stop.h"
+#include "jsonout.h"
 #include "transformer.h"
 
 /* The grid, then one PNG per image in outdir (all or nothing). */
@@ -23,19 +25,41 @@ static int write_images(const Model *m, const unsigned char *imgs, int n, const 
     return -1;
 }
 
+/* --json: what the closing line (and --ceiling's) prints. */
+static cJSON *sample_json(const char *path, const Config *c, int done, long batch, long seed, double secs,
+                          const char *out, const char *outdir) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", path);
+    cJSON_AddStringToObject(o, "dataset", c->dataset);
+    cJSON_AddStringToObject(o, "attention", c->attention == ATTN_LINEAR ? "linear" : "softmax");
+    cJSON_AddStringToObject(o, "mode", c->attention == ATTN_LINEAR ? "RNN" : "KV cache");
+    cJSON_AddNumberToObject(o, "height", c->height);
+    cJSON_AddNumberToObject(o, "width", c->width);
+    cJSON_AddNumberToObject(o, "channels", c->channels);
+    cJSON_AddNumberToObject(o, "images", done);
+    cJSON_AddNumberToObject(o, "batch", batch);
+    cJSON_AddNumberToObject(o, "seed", (double)seed);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    cJSON_AddNumberToObject(o, "images_per_s", done / secs);
+    cJSON_AddStringToObject(o, "output", out);
+    if (outdir) cJSON_AddStringToObject(o, "outdir", outdir);
+    return o;
+}
+
 int cmd_sample(int argc, char **argv) {
-    const char *path = NULL, *out = "samples.png", *outdir = NULL;
+    const char *path = NULL, *out = "samples.png", *outdir = NULL, *json = NULL;
     long n = 16, batch = 0, seed = 1, threads = 0;
     int ceiling = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64))", 1, 4096},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default samples.png)", 0, 0},
+        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
@@ -44,10 +68,16 @@ int cmd_sample(int argc, char **argv) {
                        "-o - writes the PNG to standard output.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    if (cli_check_png_name("sample", out)) return 2;
+    if (json && !strcmp(json, "-") && !strcmp(out, "-")) {
+        fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
+        return 2;
+    }
+    if (json && jsonout_prepare(json)) return 1;
     if (!batch) batch = n < 64 ? n : 64;
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     Err e;
     if (image_check_outputs(out, outdir, c->channels, &e)) {   /* before the work, not after */
@@ -88,8 +118,15 @@ int cmd_sample(int argc, char **argv) {
         fprintf(info, "sampled %d images (%dx%dx%d, %s attention, batch %ld) in %.2f s: %.3f images/s -> %s\n", done,
                c->height, c->width, c->channels, c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache",
                batch, secs, done / secs, out);
+        double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
-            ceiling_report("ceiling: ", transformer_flops_per_image(c), done / secs);
+            sgemm = ceiling_report("ceiling: ", flops, done / secs);
+        if (json) {
+            cJSON *o = sample_json(path, c, done, batch, seed, secs, out, outdir);
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, done / secs, sgemm));
+            if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
+            cJSON_Delete(o);
+        }
     }
     free(imgs);
     model_free(&m);

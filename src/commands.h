@@ -9,9 +9,12 @@ int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
-/* A shipped file (model, script): the flag if given, else dflt here, else dflt beside the executable. */
-const char *cli_find_file(const char *flag, const char *dflt);
+/* -o FILE: lingen writes PNG only, so the name must end in .png ("-": standard output). Returns 0,
+ * or 2 after a usage message. */
+int cli_check_png_name(const char *cmd, const char *path);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, const char *path);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "output.h"
+#include "jsonout.h"
 
 static const struct { const char *name, *key, *memory; int extrapolated; } ROWS[N_ROWS] = {
     {"linear, RNN mode (state S, z)", "linear_rnn", "state", 0},
@@ -223,15 +224,7 @@ static cJSON *comparison_json(const Comparison *c) {
 
 int compare_write_json(const Comparison *c, const char *path, Err *e) {
     cJSON *o = comparison_json(c);
-    char *text = cJSON_Print(o);
+    int rc = jsonout_write(o, path, e);
     cJSON_Delete(o);
-    AtomicFile a;
-    int rc = atomic_open(&a, path, e);
-    if (rc == 0) {
-        fputs(text, a.f);
-        fputc('\n', a.f);
-        rc = atomic_commit(&a, e);
-    }
-    cJSON_free(text);
     return rc;
 }

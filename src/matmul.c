@@ -47,6 +47,16 @@ typedef __m256 vec;
 #define MB 64   /* rows per block */
 #define PF_LOCALITY 2   /* __builtin_prefetch's: 3 = all cache levels, 0 = none */
 
+const char *matmul_kernel_name(void) {
+#if defined(__AVX512F__)
+    return "AVX-512";
+#elif SIMD
+    return "AVX2";
+#else
+    return "portable";
+#endif
+}
+
 size_t matmul_packed_floats(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
 
 size_t matmul_packed_index(int n_in, int o, int i) { return ((size_t)(o / NR) * n_in + i) * NR + o % NR; }

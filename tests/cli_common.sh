@@ -1,5 +1,6 @@
-# Shared by the tests/test_cli*.sh files (sourced): a temp directory $T, the ok/bad counters and
-# the checks. LINGEN=other/lingen tests another build.
+# Shared by the tests/test_cli*.sh files (sourced): a temp directory $T removed on exit, the
+# ok/bad lines and the count of failures that `finish` turns into the script's exit code.
+# LINGEN=other/lingen tests another build.
 L=${LINGEN:-./lingen}
 F=tests/fixtures
 T=$(mktemp -d)
@@ -13,4 +14,7 @@ expect() {
   "$@" > "$T/out" 2>&1; local rc=$?
   if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
 }
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
+# contains / lacks DESCRIPTION PATTERN: whether $T/out has a line matching PATTERN (grep)
+contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -8; fi; }
+lacks()    { if grep -q -- "$2" "$T/out"; then bad "$1: '$2' in:"; sed 's/^/     /' "$T/out" | head -8; else ok "$1"; fi; }
+finish()   { echo "$fails failed"; [ "$fails" -eq 0 ]; }
