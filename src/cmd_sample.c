@@ -43,12 +43,14 @@ static int write_images(const Model *m, const unsigned char *imgs, int n, const 
 int cmd_sample(int argc, char **argv) {
     const char *path = NULL, *out = "samples.png", *outdir = NULL;
     long n = 16, batch = 0, seed = 1, threads = 0;
+    double temperature = 1;
     int ceiling = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64))", 1, 4096},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
+        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
@@ -60,6 +62,7 @@ int cmd_sample(int argc, char **argv) {
                        "images finished so far and exits with code 130.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    if (cli_check_temperature("sample", temperature)) return 2;
     if (!batch) batch = n < 64 ? n : 64;
     path = cli_find_file(path, "models/mnist.bin");
     Model m;
@@ -78,8 +81,9 @@ int cmd_sample(int argc, char **argv) {
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     Progress prog;
-    progress_start(&prog, "images", n);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .stop = &interrupted, .progress = &prog};
+    progress_start_positions(&prog, "sampling", n, c->seq_len);
+    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .stop = &interrupted,
+                     .progress = &prog};
     double t0 = now_seconds();
     int done = generate(&m, imgs, (int)n, &go, &e);
     double secs = now_seconds() - t0;
@@ -97,9 +101,11 @@ int cmd_sample(int argc, char **argv) {
     } else if (write_images(&m, imgs, done, out, outdir)) {
         rc = 1;
     } else {
-        printf("sampled %d images (%dx%dx%d, %s attention, batch %ld) in %.2f s: %.3f images/s -> %s\n", done,
-               c->height, c->width, c->channels, c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache",
-               batch, secs, done / secs, out);
+        char temp[48] = "";
+        if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
+        printf("sampled %d image%s (%dx%dx%d, %s attention, batch %ld%s) in %.2f s: %.3f images/s -> %s\n", done,
+               done == 1 ? "" : "s", c->height, c->width, c->channels,
+               c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, secs, done / secs, out);
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
             ceiling_report("ceiling: ", transformer_flops_per_image(c), done / secs);
     }
