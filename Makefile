@@ -13,7 +13,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean
+.PHONY: all deps data check-data run test test-c test-py test-cli asan bench fixtures clean mutate
 all: lingen
 
 lingen: $(OBJ)
@@ -38,15 +38,25 @@ run:
 	$(MAKE) lingen
 	./lingen sample -n 16 -o samples.png
 
-test: deps data
-	$(MAKE) test-c test-py test-cli asan
+# Every part runs even when one fails; the last line counts the test cases of all of them:
+# "N passed, N failed" (tests/run_parts.sh says how).
+test: deps check-data
+	@MAKE="$(MAKE)" bash tests/run_parts.sh test-c test-py test-cli asan
 
-# The datasets the tests read: fetched into data/ (checked by checksum) unless LINGEN_DATA has them.
+# The datasets the tests read, in $(LINGEN_DATA): if any file is missing, one line that says which
+# and how to get them (LINGEN_DATA=DIR for a copy, or make data).
+check-data:
+	@bash data/fetch.sh --check all "$(LINGEN_DATA)"
+
+# Fetch them into $(LINGEN_DATA) (data/ unless set), checked by checksum: data/fetch.sh downloads,
+# or copies from a local mirror with FROM=DIR.
 data:
-	@[ -d "$(LINGEN_DATA)/mnist" ] && [ -d "$(LINGEN_DATA)/cifar-10" ] || bash data/fetch.sh all "$(LINGEN_DATA)"
+	@bash data/fetch.sh $(if $(FROM),--from "$(FROM)") all "$(LINGEN_DATA)"
 
+# Each binary runs even after one failed; "!! NAME exited N" marks a failed one.
 test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
-	@set -e; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do echo "== $$t"; ./$$t; done
+	@fail=0; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do \
+	  echo "== $$t"; ./$$t || { echo "!! $$t exited $$?"; fail=1; }; done; exit $$fail
 
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), and the AVX2 one where the build picked AVX-512.
@@ -60,7 +70,13 @@ test-py: $(BUILD)/test_transformer
 
 # every tests/test_cli*.sh, one topic each
 test-cli: lingen
-	@set -e; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t; done
+	@fail=0; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t || { echo "!! $$t exited $$?"; fail=1; }; done; \
+	  exit $$fail
+
+# One-line semantic changes to src/, each built and run against test-c and test-cli in a copy
+# of the tree: which of them no test notices (tests/mutate.sh; not part of make test).
+mutate:
+	bash tests/mutate.sh
 
 # Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
 bench: lingen
