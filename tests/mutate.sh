@@ -8,7 +8,7 @@
 # Exit status: 0 if every mutation was caught, 1 if any survived, 2 if the unchanged tree fails.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export LINGEN_DATA=${LINGEN_DATA:-$ROOT/data}
+[[ -n ${LINGEN_DATA:-} ]] || { echo "mutate.sh: set LINGEN_DATA to the datasets (make mutate does)" >&2; exit 2; }
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 # FILE | sed expression (one line changed) | what the change breaks
@@ -49,7 +49,11 @@ run_tests() {
 }
 
 echo "unchanged tree: building and testing"
-if ! first=$(run_tests); then echo "mutate.sh: the unchanged tree fails ($first); fix that first" >&2; exit 2; fi
+if ! first=$(run_tests); then
+  echo "mutate.sh: the unchanged tree fails ($first); fix that first" >&2
+  tail -20 build.log run.log >&2
+  exit 2
+fi
 
 n=0 caught=0 survived=()
 while IFS='|' read -r file _ from to what; do
