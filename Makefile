@@ -16,7 +16,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data check-data run test test-c test-py test-cli asan bench fixtures clean mutate
+.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench fixtures clean mutate
 all: lingen
 
 lingen: $(OBJ)
@@ -70,6 +70,11 @@ $(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUI
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py
+
+# Checks too slow for every make test: the CIFAR-10 training smoke test (a tiny model trained,
+# exported, and its float64 reference stepped through 3072 positions in Python).
+test-slow: $(BUILD)/test_transformer
+	cd tests && $(TEST_ENV) LINGEN_SLOW_TESTS=1 $(PYTHON) -m unittest -v test_reference.TrainSmoke.test_cifar10
 
 # every tests/test_cli*.sh, one topic each
 test-cli: lingen
