@@ -11,13 +11,16 @@ BINDIR  ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/lingen
 MANDIR  ?= $(PREFIX)/share/man/man1
 export LINGEN_DATA ?= $(if $(wildcard ../shared/data/mnist),$(abspath ../shared/data),$(abspath data))
+# Tests: OpenMP threads that wait by sleeping, not spinning. On a machine busier than its cores a
+# spinning thread holds a core its partner needs: a tiny sample took 0.3 s passive, 190 s spinning.
+TEST_ENV := OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive}
 
 SRC     := $(wildcard src/*.c)
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean install uninstall FORCE
+.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench fixtures clean mutate install uninstall FORCE
 all: lingen
 
 lingen: $(OBJ)
@@ -66,15 +69,25 @@ run:
 	$(MAKE) lingen
 	./lingen sample -n 16 -o samples.png
 
-test: deps data
-	$(MAKE) test-c test-py test-cli asan
+# Every part runs even when one fails; the last line counts the test cases of all of them:
+# "N passed, N failed" (tests/run_parts.sh says how).
+test: deps check-data
+	@MAKE="$(MAKE)" bash tests/run_parts.sh test-c test-py test-cli asan
 
-# The datasets the tests read: fetched into data/ (checked by checksum) unless LINGEN_DATA has them.
+# The datasets the tests read, in $(LINGEN_DATA): if any file is missing, one line that says which
+# and how to get them (LINGEN_DATA=DIR for a copy, or make data).
+check-data:
+	@bash data/fetch.sh --check all "$(LINGEN_DATA)"
+
+# Fetch them into $(LINGEN_DATA) (data/ unless set), checked by checksum: data/fetch.sh downloads,
+# or copies from a local mirror with FROM=DIR.
 data:
-	@[ -d "$(LINGEN_DATA)/mnist" ] && [ -d "$(LINGEN_DATA)/cifar-10" ] || bash data/fetch.sh all "$(LINGEN_DATA)"
+	@bash data/fetch.sh $(if $(FROM),--from "$(FROM)") all "$(LINGEN_DATA)"
 
+# Each binary runs even after one failed; "!! NAME exited N" marks a failed one.
 test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
-	@set -e; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do echo "== $$t"; ./$$t; done
+	@fail=0; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do \
+	  echo "== $$t"; $(TEST_ENV) ./$$t || { echo "!! $$t exited $$?"; fail=1; }; done; exit $$fail
 
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), and the AVX2 one where the build picked AVX-512.
@@ -84,11 +97,22 @@ $(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUI
 	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
 
 test-py: $(BUILD)/test_transformer
-	cd tests && $(PYTHON) -m unittest -v test_reference.py
+	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py
+
+# Checks too slow for every make test: the CIFAR-10 training smoke test (a tiny model trained,
+# exported, and its float64 reference stepped through 3072 positions in Python).
+test-slow: $(BUILD)/test_transformer
+	cd tests && $(TEST_ENV) LINGEN_SLOW_TESTS=1 $(PYTHON) -m unittest -v test_reference.TrainSmoke.test_cifar10
 
 # every tests/test_cli*.sh, one topic each
 test-cli: lingen
-	@set -e; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t; done
+	@fail=0; for t in tests/test_cli*.sh; do echo "== $$t"; $(TEST_ENV) bash $$t || { echo "!! $$t exited $$?"; fail=1; }; done; \
+	  exit $$fail
+
+# One-line semantic changes to src/, each built and run against test-c and test-cli in a copy
+# of the tree: which of them no test notices (tests/mutate.sh; not part of make test).
+mutate:
+	bash tests/mutate.sh
 
 # Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
 bench: lingen

@@ -61,7 +61,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
     if (!imgs) return -1;
     for (int t = 0; t < N; t++) sec[t] = 0, rss[t] = NAN;
     Progress p;
-    progress_start(&p, j->what, j->n);
+    progress_start_positions(&p, j->what, j->n, N);
     GenOptions go = {.seed = 1, .batch = j->batch, .step_seconds = sec, .step_rss = rss, .progress = &p};
     double t0 = now_seconds();
     int done = generate(m, imgs, j->n, &go, e);

@@ -46,6 +46,7 @@ static int load_inputs(const Model *m, const char *path, const char *data, const
 int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
+    double temperature = 1;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -54,6 +55,7 @@ int cmd_complete(int argc, char **argv) {
         {"rows", 'r', OPT_INT, &rows, "R", "keep the top R rows (default half the height)", 1, 1000000},
         {"samples", 'k', OPT_INT, &K, "K", "completions per input (default 4)", 1, 1024},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
+        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
@@ -69,6 +71,7 @@ int cmd_complete(int argc, char **argv) {
                        files, argc, &n_files);
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
+    if (cli_check_temperature("complete", temperature)) { free(files); return 2; }
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];
     Model m;
@@ -116,8 +119,8 @@ int cmd_complete(int argc, char **argv) {
     }
 
     Progress prog;
-    progress_start(&prog, "images", total);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .progress = &prog};
+    progress_start_positions(&prog, "completing", total, N - P);
+    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .progress = &prog};
     double t0 = now_seconds();
     int done = complete_images(&m, inputs, n, (int)K, P, &go, imgs, &e);
     double secs = now_seconds() - t0;
@@ -134,10 +137,12 @@ int cmd_complete(int argc, char **argv) {
         rc = 1;
         goto out;
     }
+    char temp[48] = "";
+    if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
     fprintf(strcmp(out, "-") ? stdout : stderr,   /* -o -: stdout is the PNG */
-            "completed %d input%s x %ld samples (top %ld of %d rows kept; %s attention, batch %ld) in %.2f s: "
-           "%.3f images/s -> %s\n", n, n == 1 ? "" : "s", K, rows, c->height,
-           c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, secs, total / secs, out);
+            "completed %d input%s x %ld sample%s (top %ld of %d rows kept; %s attention, batch %ld%s) in %.2f s: "
+            "%.3f images/s -> %s\n", n, n == 1 ? "" : "s", K, K == 1 ? "" : "s", rows, c->height,
+            c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, secs, total / secs, out);
 out:
     free(tiles);
     free(imgs);

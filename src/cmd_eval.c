@@ -80,7 +80,12 @@ int cmd_eval(int argc, char **argv) {
         double mean, se;
         mean_and_stderr(per, ds.n, &mean, &se);
         const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = strcmp(mode, "rnn") ? "parallel" : "step (RNN)";
-        printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split, c->seq_len);
+        if (ds.n > 1)
+            printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split,
+                   c->seq_len);
+        else   /* one image has no spread to measure */
+            printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", mean, split,
+                   c->seq_len);
         printf("model        %s (%s attention, %s)\n", path, attn, c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);

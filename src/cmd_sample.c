@@ -49,12 +49,14 @@ static cJSON *sample_json(const char *path, const Config *c, int done, long batc
 int cmd_sample(int argc, char **argv) {
     const char *path = NULL, *out = "samples.png", *outdir = NULL, *json = NULL;
     long n = 16, batch = 0, seed = 1, threads = 0;
+    double temperature = 1;
     int ceiling = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64))", 1, 4096},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
+        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
@@ -74,6 +76,7 @@ int cmd_sample(int argc, char **argv) {
         return 2;
     }
     if (json && jsonout_prepare(json)) return 1;
+    if (cli_check_temperature("sample", temperature)) return 2;
     if (!batch) batch = n < 64 ? n : 64;
     char found[MODELPATH_LEN];
     Model m;
@@ -95,8 +98,9 @@ int cmd_sample(int argc, char **argv) {
 
     stop_on_signals();
     Progress prog;
-    progress_start(&prog, "images", n);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .stop = &stop_signal, .progress = &prog};
+    progress_start_positions(&prog, "sampling", n, c->seq_len);
+    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .stop = &stop_signal,
+                     .progress = &prog};
     double t0 = now_seconds();
     int done = generate(&m, imgs, (int)n, &go, &e);
     double secs = now_seconds() - t0;
@@ -114,10 +118,12 @@ int cmd_sample(int argc, char **argv) {
     } else if (write_images(&m, imgs, done, out, outdir)) {
         rc = 1;
     } else {
+        char temp[48] = "";
+        if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
         FILE *info = strcmp(out, "-") ? stdout : stderr;   /* -o -: stdout is the PNG */
-        fprintf(info, "sampled %d images (%dx%dx%d, %s attention, batch %ld) in %.2f s: %.3f images/s -> %s\n", done,
-               c->height, c->width, c->channels, c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache",
-               batch, secs, done / secs, out);
+        fprintf(info, "sampled %d image%s (%dx%dx%d, %s attention, batch %ld%s) in %.2f s: %.3f images/s -> %s\n", done,
+                done == 1 ? "" : "s", c->height, c->width, c->channels,
+                c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, secs, done / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
             sgemm = ceiling_report("ceiling: ", flops, done / secs);

@@ -27,4 +27,11 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra);
 /* Threads for OpenBLAS (0: every core). */
 void cli_set_threads(long threads);
+
+/* --temperature of sample and complete (dmol.h): checked against the range below; prints
+ * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */
+#define TEMPERATURE_MIN 0.01
+#define TEMPERATURE_MAX 100.0
+#define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
+int cli_check_temperature(const char *cmd, double T);
 #endif

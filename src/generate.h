@@ -15,10 +15,11 @@ typedef struct {
     int first_index;                 /* image k of imgs uses random stream first_index + k */
     const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
     int prefix_len;                  /* they go through the parallel form once, then steps */
+    double temperature;              /* dmol_sample_temp's T; 0 (unset) is 1, the model's PMF */
     volatile sig_atomic_t *stop;     /* when set, stop after the current position */
     double *step_seconds;            /* [N] or NULL: time of each position, summed over batches */
     double *step_rss;                /* [N] or NULL: resident bytes after each position (largest over batches) */
-    Progress *progress;              /* or NULL */
+    Progress *progress;              /* or NULL: counts the positions drawn, n * (N - prefix_len) */
 } GenOptions;
 
 /* Fill imgs [n][N]; returns the number of finished images (n unless stopped), -1 on error. */

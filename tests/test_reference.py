@@ -21,6 +21,7 @@ from model import (Config, Model, causal_linear_attention, dmol_log_prob, dmol_p
 
 TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)
 DATA = os.environ.get("LINGEN_DATA", os.path.join(ROOT, "data"))
+SLOW = os.environ.get("LINGEN_SLOW_TESTS") == "1"   # make test-slow
 
 
 class Reference(unittest.TestCase):
@@ -140,6 +141,7 @@ class TrainSmoke(unittest.TestCase):
     def test_mnist(self):
         self.train_export_and_match_in_c("mnist", "mnist", 40, clip="1.0", ema_every=1)
 
+    @unittest.skipUnless(SLOW, "slow (3072 positions in float64): make test-slow runs it")
     def test_cifar10(self):
         # no clipping, as the paper, and the EMA every other step
         self.train_export_and_match_in_c("cifar10", "cifar-10", 25, clip="0", ema_every=2)
