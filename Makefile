@@ -50,10 +50,10 @@ test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
 
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), and the AVX2 one where the build picked AVX-512.
-$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
-$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
+$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
+$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(PYTHON) -m unittest -v test_reference.py

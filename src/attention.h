@@ -1,7 +1,7 @@
 /* Causal attention over T new positions of B sequences, continuing from the memory of the
  * t0 positions before them. qkv [B][T][3d] (q | k | v, head h owns columns h*D..h*D+D-1 of
  * each) -> out [B][T][d]. The memory is extended by the T positions. The (image, head) pairs
- * are shared among the OpenMP threads; scratch holds one *_scratch()-sized slice per thread. */
+ * are shared among lingen's threads (threads.h); scratch holds one *_scratch()-sized slice per thread. */
 #ifndef LINGEN_ATTENTION_H
 #define LINGEN_ATTENTION_H
 #include <stddef.h>

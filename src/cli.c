@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "reslimits.h"
+#include "threads.h"
 #include "transformer.h"
 
 const char *cli_find_file(const char *flag, const char *dflt) {
@@ -50,12 +51,10 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
-/* The threads are lingen's own (OpenMP): each runs single-threaded sgemms on its share of the
- * output columns, then its share of the attention. OpenBLAS keeps to one thread per call, so
- * the two never compete for the cores. */
+/* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
+ * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
-    if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-    omp_set_num_threads((int)threads);
+    omp_set_num_threads(threads_set((int)threads));   /* 0: the cores this process may use */
     openblas_set_num_threads(1);
 }
 
