@@ -28,6 +28,19 @@ size_t linear_attention_scratch(const Config *c, int T) {
     return (size_t)3 * n * c->d_head + (size_t)n * n + n;   /* Q, K, V of a chunk, A, den */
 }
 
+double linear_attention_flops(const Config *c, int T) {
+    double H = c->n_heads, D = c->d_head, f = 0;
+    if (T == 1) return c->seq_len * H * 4 * D * D;   /* S update and readout, per position */
+    for (int t0 = 0; t0 < c->seq_len; t0 += T) {   /* calls */
+        int len = c->seq_len - t0 < T ? c->seq_len - t0 : T;
+        for (int t = 0; t < len; t += CHUNK) {
+            double n = len - t < CHUNK ? len - t : CHUNK;
+            f += H * (2 * n * n * D * 2 + 2 * n * D * D * 2);   /* QK^T, AV; QS, K^T V */
+        }
+    }
+    return f;
+}
+
 /* The RNN step (paper eq. 16-20):
  *     S_i = S_i-1 + phi(k_i) v_i^T,   z_i = z_i-1 + phi(k_i),
  *     out_i = phi(q_i)^T S_i / (phi(q_i)^T z_i + eps).   */

@@ -62,6 +62,18 @@ static void attention_item(void *ctx, int bh, int thread) {
     }
 }
 
+double softmax_attention_flops(const Config *c, int T) {
+    double H = c->n_heads, D = c->d_head, f = 0;
+    for (int t0 = 0; t0 < c->seq_len; t0 += T) {   /* calls */
+        int len = c->seq_len - t0 < T ? c->seq_len - t0 : T;
+        for (int i0 = 0; i0 < len; i0 += QBLOCK) {
+            double n = len - i0 < QBLOCK ? len - i0 : QBLOCK, P = t0 + i0 + n;
+            f += H * 2 * (2 * n * P * D);   /* scores, then their sum of values */
+        }
+    }
+    return f;
+}
+
 void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, const float *qkv,
                        float *out, int B, int T, float *scratch) {
     Attn a = {c, kc, vc, out, scratch, qkv, cap, t0, T, softmax_attention_scratch(c, T, cap)};

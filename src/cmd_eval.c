@@ -86,8 +86,8 @@ int cmd_eval(int argc, char **argv) {
                        c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
                strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
-        if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
-            ceiling_report("ceiling      ", transformer_flops_per_image(c), ds.n / secs);
+        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
+            ceiling_report("ceiling      ", transformer_flops(c, strcmp(mode, "rnn") ? c->seq_len : 1), ds.n / secs);
     }
     free(per);
     dataset_free(&ds);

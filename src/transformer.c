@@ -178,10 +178,11 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
     s->n_pos += T;
 }
 
-double transformer_flops_per_image(const Config *c) {
-    double d = c->d, N = c->seq_len, D = c->d_head, H = c->n_heads;
-    double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);          /* per token per layer */
-    double attn = c->attention == ATTN_LINEAR ? 4 * H * D * D         /* state update + readout */
-                                              : 4 * H * D * (N + 1) / 2;  /* q.k and p.v over the prefix, on average */
-    return N * (c->n_layers * (proj + attn) + 2 * d * 3 * c->n_mix);
+double transformer_flops(const Config *c, int T) {
+    double d = c->d, N = c->seq_len;
+    double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);   /* per token per layer */
+    double attn = c->attention == ATTN_LINEAR ? linear_attention_flops(c, T) : softmax_attention_flops(c, T);
+    return c->n_layers * (N * proj + attn) + N * 2 * d * 3 * c->n_mix;
 }
+
+double transformer_flops_per_image(const Config *c) { return transformer_flops(c, 1); }
