@@ -13,7 +13,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean
+.PHONY: all deps data run test test-c test-py test-cli asan bench ship fixtures clean
 all: lingen
 
 lingen: $(OBJ)
@@ -62,9 +62,18 @@ test-py: $(BUILD)/test_transformer
 test-cli: lingen
 	@set -e; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t; done
 
-# Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
-bench: lingen
-	bash scripts/bench.sh
+# Speed figures (README.md), each a ratio measured in one run: threads under load, scaling with
+# cores, the sgemm ceiling, PyTorch (scripts/bench.sh). LINGEN="cmd" runs that lingen, unbuilt.
+bench: $(if $(LINGEN),,lingen)
+	PYTHON=$(PYTHON) bash scripts/bench.sh
+
+# A binary for other x86-64 machines with AVX-512 (x86-64-v4: Xeons since Skylake-SP, AMD Zen 4),
+# built into build-ship/lingen; scripts/dev/pack_remote.sh packs it with its shared libraries.
+SHIP_ARCH ?= x86-64-v4
+ship:
+	$(MAKE) BUILD=build-ship OPT="-O3 -march=$(SHIP_ARCH) -mtune=sapphirerapids -fno-trapping-math" build-ship/lingen
+$(BUILD)/lingen: $(OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:
@@ -76,7 +85,7 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz lingen
+	rm -rf build build-asan build-fuzz build-ship lingen
 
 # ---------------------------------------------------------------- fuzzing (fuzz/README.md)
 # libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into

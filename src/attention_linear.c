@@ -134,5 +134,5 @@ void linear_attention(const Config *c, float *S, float *z, const float *qkv, flo
     int per_item = T > 1 ? 1 : pairs / (8 * threads_count());
     if (per_item < 1) per_item = 1;
     Attn a = {c, S, z, out, scratch, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
-    parallel_for((pairs + per_item - 1) / per_item, attention_item, &a);
+    parallel_for((pairs + per_item - 1) / per_item, attention_item, &a, (double)pairs * T);
 }

@@ -77,5 +77,5 @@ double softmax_attention_flops(const Config *c, int T) {
 void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, const float *qkv,
                        float *out, int B, int T, float *scratch) {
     Attn a = {c, kc, vc, out, scratch, qkv, cap, t0, T, softmax_attention_scratch(c, T, cap)};
-    parallel_for(B * c->n_heads, attention_item, &a);
+    parallel_for(B * c->n_heads, attention_item, &a, (double)T * (t0 + T));
 }

@@ -35,7 +35,7 @@ static double best_gflops(int own, const float *a, const float *b, const float *
         double t0 = now_seconds(), secs;
         do {
             if (own) matmul(c, a, b, bias, n, n, n);
-            else parallel_for((SGEMM_N / RB) * (SGEMM_N / CB), blas_item, &q);
+            else parallel_for((SGEMM_N / RB) * (SGEMM_N / CB), blas_item, &q, 0);
             reps++;
         } while ((secs = now_seconds() - t0) < (w < 0 ? 0.05 : WINDOW_SECONDS) || reps < 2);
         double gflops = 2.0 * n * n * n * reps / secs / 1e9;
@@ -66,9 +66,9 @@ void ceiling_report(const char *label, double flops_per_image, double images_per
     double useful = flops_per_image * images_per_s / 1e9;
     Ceiling p = ceiling_measure();
     printf("%s%.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3 on the same %d thread%s, just after: "
-           "OpenBLAS %.1f, lingen's kernel %.1f, best of %d windows)\n",
+           "OpenBLAS %.1f, lingen's %s kernel %.1f, best of %d windows)\n",
            label, useful, 100 * useful / p.gflops, p.gflops, p.threads, p.threads == 1 ? "" : "s", p.openblas,
-           p.lingen, WINDOWS);
+           matmul_kernel(), p.lingen, WINDOWS);
     if (useful > p.gflops)
         printf("%sabove 100%%: the run was faster than the ceiling measured just after it; the machine's "
                "load changed between the two, or the ceiling is wrong here\n", label);

@@ -49,6 +49,16 @@ typedef __m256 vec;
 #define MB 64   /* rows per block */
 #define PF_LOCALITY 2   /* __builtin_prefetch's: 3 = all cache levels, 0 = none */
 
+const char *matmul_kernel(void) {
+#if defined(__AVX512F__)
+    return "AVX-512";
+#elif SIMD
+    return "AVX2";
+#else
+    return "portable C";
+#endif
+}
+
 size_t matmul_packed_floats(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
 
 size_t matmul_packed_index(int n_in, int o, int i) { return ((size_t)(o / NR) * n_in + i) * NR + o % NR; }
@@ -184,7 +194,7 @@ void matmul_ex(float *out, const float *x, const float *Wp, const float *b, int 
     while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
     int nb = (rows + mb - 1) / mb;
     Product q = {out, x, Wp, b, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * np, rows, n_in, n_out, np, mb, act};
-    parallel_for(nb * np, product_item, &q);
+    parallel_for(nb * np, product_item, &q, (double)rows * n_in * n_out);
 }
 
 void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,

@@ -15,6 +15,8 @@
 #define MATMUL_NR 16   /* two 8-float AVX2 vectors */
 #endif
 
+/* The micro-kernel this build has: "AVX-512", "AVX2" or "portable C". */
+const char *matmul_kernel(void);
 /* Floats a packed [n_out, n_in] weight takes. */
 size_t matmul_packed_floats(int n_in, int n_out);
 /* Where W[o][i] is held in the packed weight. */

@@ -133,8 +133,8 @@ int threads_count(void) { return n_threads ? n_threads : threads_set(0); }
 
 /* Whether the other threads help. When they do not get a core (another program has it), an
  * item that one of them took before it was descheduled holds the loop up for a time slice, and
- * the caller alone would have been faster. So each kind of loop (its function and number of
- * items: the same few kinds repeat at every step) keeps two running means of its time: with the
+ * the caller alone would have been faster. So each kind of loop (its function, number of
+ * items and size: the same few kinds repeat at every step) keeps two running means of its time: with the
  * other threads and alone. It runs the faster way, and now and then the other way to keep that
  * mean current; while the choice holds, ever less often (a wrong try can cost a time slice). */
 #define KINDS 64
@@ -142,28 +142,27 @@ int threads_count(void) { return n_threads ? n_threads : threads_set(0); }
 #define TRY_MAX 1024    /* ... and, while it keeps losing, every TRY_MAX-th at most */
 typedef struct {
     ParallelFn fn;
+    double size;
     int n, calls, next_try, gap;
     double mean[2];                      /* seconds per loop: [0] alone, [1] with the others; 0: not yet */
 } Kind;
 static Kind kinds[KINDS];
-__attribute__((destructor)) static void dbg_dump(void) {
-    if (!getenv("LINGEN_TDEBUG")) return;
-    for (int k = 0; k < KINDS; k++) if (kinds[k].fn)
-        fprintf(stderr, "kind %p n=%d calls=%d gap=%d alone %.1f us, par %.1f us\n", (void*)kinds[k].fn, kinds[k].n, kinds[k].calls, kinds[k].gap, kinds[k].mean[0]*1e6, kinds[k].mean[1]*1e6);
-}
+static int adapt = 1;
 
-static Kind *kind_of(ParallelFn fn, int n) {
-    unsigned h = (unsigned)(((uintptr_t)fn >> 4) * 31 + (unsigned)n) % KINDS;
+void threads_adapt(int on) { adapt = on; }
+
+static Kind *kind_of(ParallelFn fn, int n, double size) {
+    unsigned h = (unsigned)(((uintptr_t)fn >> 4) * 31 + (unsigned)n + (unsigned)size * 7u) % KINDS;
     for (int k = 0; k < KINDS; k++) {
         Kind *e = &kinds[(h + k) % KINDS];
-        if (e->fn == fn && e->n == n) return e;
-        if (!e->fn) { *e = (Kind){.fn = fn, .n = n, .gap = TRY_MIN}; return e; }
+        if (e->fn == fn && e->n == n && e->size == size) return e;
+        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n, .gap = TRY_MIN}; return e; }
     }
     return NULL;   /* table full: always with the others */
 }
 
 static int choose(Kind *e) {
-    if (!e) return 1;
+    if (!e || !adapt) return 1;
     if (!e->mean[1]) return 1;
     if (!e->mean[0]) return 0;
     int best = e->mean[1] <= e->mean[0];
@@ -190,7 +189,7 @@ static void offset_item(void *p, int item, int thread) {
     o->fn(o->ctx, o->first + item, thread);
 }
 
-void parallel_for(int n_items, ParallelFn fn, void *ctx) {
+void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     if (n_items <= 0) return;
     if (n_items == 1 || threads_count() == 1) {
         for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
@@ -199,11 +198,11 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx) {
     if ((uint32_t)n_items > ITEM_MASK) {
         for (int first = 0; first < n_items; first += ITEM_MASK) {
             Offset o = {fn, ctx, first};
-            parallel_for(n_items - first < (int)ITEM_MASK ? n_items - first : (int)ITEM_MASK, offset_item, &o);
+            parallel_for(n_items - first < (int)ITEM_MASK ? n_items - first : (int)ITEM_MASK, offset_item, &o, size);
         }
         return;
     }
-    Kind *e = kind_of(fn, n_items);
+    Kind *e = kind_of(fn, n_items, size);
     int with_others = choose(e);
     double t0 = seconds();
     if (!with_others) {

@@ -18,9 +18,14 @@ int threads_count(void);
 /* Cores this process may run on (sched_getaffinity: taskset and cgroup cpusets count). */
 int threads_usable_cores(void);
 
+/* on = 0: every loop uses all the threads, whether or not they help (tests); 1: the default. */
+void threads_adapt(int on);
+
 /* fn(ctx, item, thread) for item = 0 .. n_items-1, each exactly once, spread over the threads;
  * returns when all are done. thread is in 0 .. threads_count()-1 and no two items run on the
- * same thread at once (per-thread scratch). Not to be called from inside fn. */
+ * same thread at once (per-thread scratch). size tells loops of one fn and n_items apart that
+ * do different work (say, their multiply-adds): the loops of one kind are timed together, to
+ * judge whether the other threads help it (threads.c). Called from one thread, not from fn. */
 typedef void (*ParallelFn)(void *ctx, int item, int thread);
-void parallel_for(int n_items, ParallelFn fn, void *ctx);
+void parallel_for(int n_items, ParallelFn fn, void *ctx, double size);
 #endif

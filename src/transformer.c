@@ -101,7 +101,7 @@ static void layernorm_item(void *ctx, int item, int thread) {
 
 static void over_rows(ParallelFn fn, const Rows *q) {
     int items = (q->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-    if (items >= 4) parallel_for(items, fn, (void *)q);
+    if (items >= 4) parallel_for(items, fn, (void *)q, (double)q->rows * q->d);
     else
         for (int i = 0; i < items; i++) fn((void *)q, i, 0);
 }
