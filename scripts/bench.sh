@@ -51,6 +51,7 @@ sum() { awk '{ for (i = 1; i <= NF; i++) s += $i } END { printf "%.4f", s }' <<<
 BUSY=
 stop_busy() { if [ -n "$BUSY" ]; then kill "$BUSY" 2> /dev/null || true; wait "$BUSY" 2> /dev/null || true; BUSY=; fi; }
 trap stop_busy EXIT
+trap 'stop_busy; exit 143' TERM INT
 
 echo "== lingen speed, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), cores $CORES (${#CPU[@]})" | tee "$OUT/runs.txt"
 
