@@ -87,7 +87,7 @@ for B in 64 1; do
   if [ "$B" = 64 ]; then lg=$ips64; steps=50; else lg=$(ips "$TWO" -n 2 --batch 1 --threads 2); steps=200; fi
   tj=$(cd scripts && taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2)
   echo "$tj" >> "$OUT/runs.txt"
-  read -r tips tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["images_per_s"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no"))')"
+  read -r tips tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["images_per_s"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$lg" "$tips")x ($lg vs $tips images/s; goal >= $goal)"
 done
