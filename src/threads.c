@@ -82,13 +82,15 @@ static int take_items(int thread) {
     }
 }
 
+static uint32_t posted_at_start;   /* posted when the workers were started */
+
 static void *worker(void *arg) {
     int thread = (int)(intptr_t)arg;
-    uint32_t seen = atomic_load(&posted);
+    uint32_t seen = posted_at_start;   /* not posted now: a worker that first runs late must not miss the stop */
     for (;;) {
         if (!spin_while(&posted, seen)) {
             atomic_fetch_add(&sleepers, 1);
-            while (atomic_load(&posted) == seen) futex_wait(&posted, seen);
+            while (atomic_load(&posted) == seen && !atomic_load(&stopping)) futex_wait(&posted, seen);
             atomic_fetch_sub(&sleepers, 1);
         }
         seen = atomic_load(&posted);
@@ -106,10 +108,21 @@ static void stop_workers(void) {
     atomic_store(&stopping, 0);
 }
 
+/* A cgroup v2 CPU quota (a container given 2 CPUs of a larger machine): cores' worth, or 0. */
+static int quota_cores(void) {
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    long quota = 0, period = 0;
+    int got = f && fscanf(f, "%ld %ld", &quota, &period) == 2;   /* "max 100000": no quota */
+    if (f) fclose(f);
+    return got && quota > 0 && period > 0 ? (int)((quota + period - 1) / period) : 0;
+}
+
 int threads_usable_cores(void) {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    int q = quota_cores();
+    if (q > 0 && q < n) n = q;
     return n > 0 ? (int)n : 1;
 }
 
@@ -119,6 +132,7 @@ int threads_set(int n) {
     if (n == n_threads) return n;
     stop_workers();
     n_threads = 1;
+    posted_at_start = atomic_load(&posted);
     for (int t = 1; t < n; t++) {
         if (pthread_create(&workers[t], NULL, worker, (void *)(intptr_t)t)) {
             fprintf(stderr, "lingen: cannot start thread %d; going on with %d\n", t + 1, t);

@@ -15,7 +15,8 @@
 int threads_set(int n);
 /* Threads in use (starting the default set on the first call). */
 int threads_count(void);
-/* Cores this process may run on (sched_getaffinity: taskset and cgroup cpusets count). */
+/* Cores this process may run on: sched_getaffinity (taskset, cgroup cpusets), and no more than
+ * a cgroup v2 CPU quota allows (a container's --cpus). */
 int threads_usable_cores(void);
 
 /* on = 0: every loop uses all the threads, whether or not they help (tests); 1: the default. */
