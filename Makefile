@@ -20,7 +20,7 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench fixtures clean mutate install uninstall FORCE
+.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench ship fixtures clean mutate install uninstall FORCE
 all: lingen
 
 lingen: $(OBJ)
@@ -91,10 +91,10 @@ test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
 
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), and the AVX2 one where the build picked AVX-512.
-$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
-$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
+$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
+$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
+	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py
@@ -114,9 +114,16 @@ test-cli: lingen
 mutate:
 	bash tests/mutate.sh
 
-# Speed figures (README.md): sampling and evaluation against the sgemm ceiling, against PyTorch, compare.
-bench: lingen
-	bash scripts/bench.sh
+# Speed figures (README.md), each a ratio measured in one run: threads under load, scaling with
+# cores, the sgemm ceiling, PyTorch (scripts/bench.sh). LINGEN="cmd" runs that lingen, unbuilt.
+bench: $(if $(LINGEN),,lingen)
+	PYTHON=$(PYTHON) bash scripts/bench.sh
+
+# A binary for other x86-64 machines with AVX-512 (x86-64-v4: Xeons since Skylake-SP, AMD Zen 4),
+# built into build-ship/lingen; scripts/dev/pack_remote.sh packs it with its shared libraries.
+SHIP_ARCH ?= x86-64-v4
+ship:
+	$(MAKE) BUILD=build-ship OPT="-O3 -march=$(SHIP_ARCH) -mtune=sapphirerapids -fno-trapping-math" build-ship/lingen
 
 # The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:
@@ -128,7 +135,7 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz build-valgrind lingen
+	rm -rf build build-asan build-fuzz build-valgrind build-ship lingen
 
 # ---------------------------------------------------------------- fuzzing (fuzz/README.md)
 # libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "reslimits.h"
+#include "threads.h"
 #include "transformer.h"
 
 int cli_check_png_name(const char *cmd, const char *path) {
@@ -43,16 +44,16 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
-/* The threads are lingen's own (OpenMP): each runs single-threaded sgemms on its share of the
- * output columns, then its share of the attention. OpenBLAS keeps to one thread per call, so
- * the two never compete for the cores. */
+/* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
+ * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
+    long asked = threads;
     char note[200];
     const char *force = getenv("LINGEN_FORCE_THREADS");
     threads = reslimits_pick_threads(threads, reslimits_usable_cores(), force && *force && strcmp(force, "0"),
                                      note, sizeof note);
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
-    omp_set_num_threads((int)threads);
+    omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */
     openblas_set_num_threads(1);
 }
 

@@ -95,8 +95,8 @@ int cmd_eval(int argc, char **argv) {
         double paper = pf && paper_shape ? (c->attention == ATTN_LINEAR ? pf->linear_bpd : pf->softmax_bpd) : 0;
         if (paper) printf("paper        %.3g (Katharopoulos et al. 2020, the same architecture)\n", paper);
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs, form, batch);
-        double flops = transformer_flops_per_image(c), sgemm = 0;
-        if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
+        double flops = transformer_flops(c, strcmp(mode, "rnn") ? c->seq_len : 1), sgemm = 0;
+        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
             sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
         if (json) {
             cJSON *o = cJSON_CreateObject();
