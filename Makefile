@@ -56,7 +56,7 @@ $(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h | $(BUI
 	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c -lcmocka -lm -fopenmp
 
 test-py: $(BUILD)/test_transformer
-	cd tests && $(PYTHON) -m unittest -v test_reference.py
+	cd tests && $(PYTHON) -m unittest -v test_reference.py test_train.py test_ddp.py
 
 # every tests/test_cli*.sh, one topic each
 test-cli: lingen
