@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,16 +43,29 @@ def train(world, batch, steps, out, extra=()):
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only: CI may have no other network
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), *RECIPE, "--data", DATA,
            "--batch", str(batch), "--steps", str(steps), "--export", out, *extra]
-    procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
-    try:
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:  # one failed process leaves the other waiting for it
-            p.kill()
-    for r, (p, o) in enumerate(zip(procs, outs)):
-        if p.returncode != 0:
-            raise AssertionError(f"rank {r} of {world} exited with {p.returncode}:\n{o[-3000:]}")
+    with tempfile.TemporaryDirectory() as d:
+        outs = [open(os.path.join(d, f"rank{r}.txt"), "w+") for r in range(world)]
+        procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=outs[r],
+                                  stderr=subprocess.STDOUT) for r in range(world)]
+        try:  # a process that fails leaves the others waiting for it: stop at the first failure
+            deadline = time.time() + 600  # generous: a loaded machine stretches seconds into minutes
+            while any(p.poll() is None for p in procs) and not any(p.poll() for p in procs):
+                if time.time() > deadline:
+                    raise AssertionError(f"{world} training processes still running after 600 s")
+                time.sleep(0.1)
+        finally:
+            failed = [r for r, p in enumerate(procs) if p.poll()]  # before the others are stopped
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for f in outs:
+            f.seek(0)
+        texts = [f.read() for f in outs]
+        for f in outs:
+            f.close()
+    for r in failed:
+        raise AssertionError(f"rank {r} of {world} exited with {procs[r].returncode}:\n{texts[r][-3000:]}")
 
 
 class DataParallel(unittest.TestCase):
