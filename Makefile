@@ -97,7 +97,7 @@ $(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h src/thr
 	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
 
 test-py: $(BUILD)/test_transformer
-	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py
+	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py test_train.py test_ddp.py
 
 # Checks too slow for every make test: the CIFAR-10 training smoke test (a tiny model trained,
 # exported, and its float64 reference stepped through 3072 positions in Python).
