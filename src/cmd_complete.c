@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "device.h"
 #include "complete.h"
 #include "image.h"
 #include "transformer.h"
@@ -45,6 +46,7 @@ static int load_inputs(const Model *m, const char *path, const char *data, const
 int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -55,6 +57,7 @@ int cmd_complete(int argc, char **argv) {
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
@@ -67,6 +70,7 @@ int cmd_complete(int argc, char **argv) {
                        "then the K completions.",
                        files, argc, &n_files);
     if (r) { free(files); return r < 0 ? 0 : r; }
+    if ((r = device_option(device, "complete", 1))) { free(files); return r; }
     if (!index && !n_files) index = "0-9";
     path = cli_find_file(path, "models/mnist.bin");
     Model m;

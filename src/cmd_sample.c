@@ -9,6 +9,7 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "device.h"
 #include "generate.h"
 #include "image.h"
 #include "transformer.h"
@@ -44,12 +45,14 @@ int cmd_sample(int argc, char **argv) {
     const char *path = NULL, *out = "samples.png", *outdir = NULL;
     long n = 16, batch = 0, seed = 1, threads = 0;
     int ceiling = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64))", 1, 4096},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
@@ -60,6 +63,7 @@ int cmd_sample(int argc, char **argv) {
                        "images finished so far and exits with code 130.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    if ((r = device_option(device, "sample", 1))) return r;
     if (!batch) batch = n < 64 ? n : 64;
     path = cli_find_file(path, "models/mnist.bin");
     Model m;
