@@ -105,7 +105,7 @@ clean:
 cuda:
 	$(MAKE) CUDA=1 lingen build-cuda/test_cuda build-cuda/bench_cuda
 test-cuda: cuda
-	bash tests/cuda/run_tests.sh . build-cuda
+	bash tests/cuda/run_tests.sh . build-cuda && bash tests/cuda/memcheck.sh . build-cuda
 bench-cuda: cuda
 	bash scripts/bench_cuda.sh . build-cuda
 

@@ -477,6 +477,8 @@ static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
         ok = ok && CK(cudaMalloc((void **)&f->kc, f->state_floats * 4)) && CK(cudaMalloc((void **)&f->vc, f->state_floats * 4));
     }
     ok = ok && CK(cudaMemset(f->tok, 0, R * sizeof(int)));
+    /* the copies and memsets above ran on the legacy stream, which f->stream does not wait for */
+    ok = ok && CK(cudaDeviceSynchronize());
     if (!ok) { forward_destroy(f); return NULL; }
     return f;
 }
@@ -642,7 +644,7 @@ static bool sampler_init(Sampler *s, const Model *m, int B, int T, int tf32) {
     if (!s->f) return false;
     size_t N = m->cfg.seq_len;
     bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(DevRng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
-              CK(cudaMemset(s->img, 0, (size_t)B * N));
+              CK(cudaMemset(s->img, 0, (size_t)B * N)) && CK(cudaDeviceSynchronize());
     /* capture the step once; the capture is ended even when a launch in it failed */
     ok = ok && CK(cudaStreamBeginCapture(s->f->stream, cudaStreamCaptureModeThreadLocal));
     if (ok) {
