@@ -35,7 +35,7 @@ done
 
 cp -r tests/fixtures "$out/tests/"
 mkdir -p "$out/tests/cuda"
-cp tests/cuda/run_tests.sh tests/cuda/memcheck.sh "$out/tests/cuda/"
+cp tests/cuda/*.sh "$out/tests/cuda/"
 cp scripts/bench_cuda.sh scripts/bench_torch_cuda.py scripts/model.py scripts/modelfile.py scripts/dev/cuda_remote.sh "$out/scripts/"
 
 # the first test images, in the formats dataset.c reads

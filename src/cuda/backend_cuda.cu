@@ -8,7 +8,8 @@
  *     registers, the positions in order (the RNN, also for the parallel form: the same sums as
  *     the chunked form up to rounding). Softmax: the new keys and values appended to the cache,
  *     then one block per (position, head) over its prefix.
- *   - The sampler: dmol.c's dmol_sample and rng.c's PCG32 in double, one thread per image.
+ *   - The sampler: dmol_draw.h, the CPU's own source (double arithmetic, rng.h's PCG32 streams),
+ *     one thread per image.
  * The current position lives in GPU memory and each forward ends by advancing it, so one CUDA
  * graph of a whole step (every layer, the head, the sampler) replays for every position. */
 #include <cublas_v2.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 
 extern "C" {   /* the engine's C headers */
+#include "../dmol_draw.h"
 #include "../generate.h"
 #include "../matmul.h"
 #include "../progress.h"
@@ -294,63 +296,21 @@ __global__ void softmax_attention_kernel(const float *kc, const float *vc, const
     }
 }
 
-/* ---- the sampler: rng.c and dmol.c's dmol_sample, line for line, in double */
-
-struct DevRng { unsigned long long state, inc; };
-
-__device__ unsigned int pcg_u32(DevRng *r) {
-    unsigned long long old = r->state;
-    r->state = old * 6364136223846793005ULL + r->inc;
-    unsigned int xorshifted = (unsigned int)(((old >> 18) ^ old) >> 27);
-    unsigned int rot = (unsigned int)(old >> 59);
-    return (xorshifted >> rot) | (xorshifted << ((32 - rot) & 31));
-}
-
-__device__ double pcg_uniform(DevRng *r) {
-    for (;;) {
-        unsigned long long hi = pcg_u32(r);
-        unsigned long long lo = pcg_u32(r);
-        unsigned long long k = (hi << 21) | (lo >> 11);
-        if (k) return (double)k * 0x1p-53;
-    }
-}
-
-__device__ int dmol_sample_dev(const float *out, int M, DevRng *r) {
-    const float *logit = out, *mu = out + M, *log_s = out + 2 * M;
-    double mx = -INFINITY, total = 0;
-    for (int k = 0; k < M; k++) if (logit[k] > mx) mx = logit[k];
-    for (int k = 0; k < M; k++) total += exp(logit[k] - mx);
-    double target = pcg_uniform(r) * total, cum = 0;
-    int k = -1;
-    for (int j = 0; j < M; j++) {
-        double w = exp(logit[j] - mx);
-        if (w > 0) k = j;
-        cum += w;
-        if (cum > target && w > 0) break;
-    }
-    if (k < 0) k = 0;
-    double u = pcg_uniform(r);
-    double ls = log_s[k] < LOG_SCALE_MIN ? (double)LOG_SCALE_MIN : (double)log_s[k];
-    double y = (double)mu[k] + exp(ls) * (log(u) - log1p(-u));
-    double t = (y + 1.0) * 127.5;
-    if (!(t >= 0.5)) return 0;
-    if (t >= 254.5) return 255;
-    return (int)round(t);
-}
+/* ---- the sampler: dmol_draw.h, the same source as the CPU's dmol_sample and rng_uniform */
 
 /* Position *pos - 1 (the one just run) of image b: draw, store it, and make it the next step's token. */
-__global__ void sample_kernel(const float *out, int M, DevRng *rng, unsigned char *img, int *tok, const int *pos,
+__global__ void sample_kernel(const float *out, int M, Rng *rng, unsigned char *img, int *tok, const int *pos,
                               int B, int N) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    int x = dmol_sample_dev(out + (size_t)b * 3 * M, M, &rng[b]), p = *pos - 1;   /* the forward advanced it */
+    int x = dmol_draw(out + (size_t)b * 3 * M, M, &rng[b]), p = *pos - 1;   /* the forward advanced it */
     if (p >= 0 && p < N) img[(size_t)b * N + p] = (unsigned char)x;
     tok[b] = x;
 }
 
-__global__ void sample_test_kernel(const float *out, int M, DevRng *rng, int *x, int n) {
+__global__ void sample_test_kernel(const float *out, int M, Rng *rng, int *x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = dmol_sample_dev(out + (size_t)i * 3 * M, M, &rng[i]);
+    if (i < n) x[i] = dmol_draw(out + (size_t)i * 3 * M, M, &rng[i]);
 }
 
 /* ---------------------------------------------------------------- host side */
@@ -613,7 +573,7 @@ extern "C" int cuda_forward_run(CudaForward *f, const int *tokens, int B, int T,
 
 typedef struct {
     CudaForward *f;
-    DevRng *rng;
+    Rng *rng;
     unsigned char *img;           /* [B][N] */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -643,7 +603,7 @@ static bool sampler_init(Sampler *s, const Model *m, int B, int T, int tf32) {
     s->f = forward_create(m, B, T, tf32);
     if (!s->f) return false;
     size_t N = m->cfg.seq_len;
-    bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(DevRng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
+    bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(Rng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
               CK(cudaMemset(s->img, 0, (size_t)B * N)) && CK(cudaDeviceSynchronize());
     /* capture the step once; the capture is ended even when a launch in it failed */
     ok = ok && CK(cudaStreamBeginCapture(s->f->stream, cudaStreamCaptureModeThreadLocal));
@@ -663,7 +623,6 @@ static bool sampler_start(Sampler *s, uint64_t seed, uint64_t first_stream, int 
         rng_init(&rng_host[b], seed, first_stream + (uint64_t)b);
         tok_host[b] = BOS_TOKEN;
     }
-    static_assert(sizeof(Rng) == sizeof(DevRng), "the GPU's PCG32 state is rng.h's");
     return reset(f) && CK(cudaMemcpyAsync(s->rng, rng_host, f->B * sizeof(Rng), cudaMemcpyHostToDevice, f->stream)) &&
            CK(cudaMemcpyAsync(f->tok, tok_host, f->B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
            CK(cudaStreamSynchronize(f->stream));
@@ -732,10 +691,10 @@ out:
 
 extern "C" int cuda_dmol_sample_batch(const float *out, int n, int M, Rng *rngs, int *x, Err *e) {
     float *d_out = NULL;
-    DevRng *d_rng = NULL;
+    Rng *d_rng = NULL;
     int *d_x = NULL;
     bool ok = CK(cudaMalloc((void **)&d_out, (size_t)n * 3 * M * sizeof(float))) &&
-              CK(cudaMalloc((void **)&d_rng, (size_t)n * sizeof(DevRng))) && CK(cudaMalloc((void **)&d_x, (size_t)n * sizeof(int))) &&
+              CK(cudaMalloc((void **)&d_rng, (size_t)n * sizeof(Rng))) && CK(cudaMalloc((void **)&d_x, (size_t)n * sizeof(int))) &&
               CK(cudaMemcpy(d_out, out, (size_t)n * 3 * M * sizeof(float), cudaMemcpyHostToDevice)) &&
               CK(cudaMemcpy(d_rng, rngs, (size_t)n * sizeof(Rng), cudaMemcpyHostToDevice));
     if (ok) sample_test_kernel<<<(n + 127) / 128, 128>>>(d_out, M, d_rng, d_x, n);

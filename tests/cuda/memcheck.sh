@@ -3,18 +3,7 @@
 #   bash tests/cuda/memcheck.sh [ROOT [BIN]]   (arguments and $LINGEN_LAUNCH as run_tests.sh)
 # Any error reported makes the run fail; without compute-sanitizer it says so and passes.
 set -u
-root=${1:-.}
-bin=${2:-build-cuda}
-read -r -a launch <<< "${LINGEN_LAUNCH:-}"
-lingen=$root/lingen
-[ -x "$bin/lingen" ] && lingen=$bin/lingen
-tiny=$root/tests/fixtures/tiny-linear-mnist.bin
-soft=$root/tests/fixtures/tiny-softmax-mnist.bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
 if [ -z "$cs" ]; then
     echo "skip compute-sanitizer: not installed"

@@ -6,17 +6,7 @@
 # and its --library-path, for a packed folder). $LINGEN_DATA: the test images.
 # Prints ok/FAIL lines; exits 1 if any check failed. compute-sanitizer: tests/cuda/memcheck.sh.
 set -u
-root=${1:-.}
-bin=${2:-build-cuda}
-read -r -a launch <<< "${LINGEN_LAUNCH:-}"
-lingen=$root/lingen
-[ -x "$bin/lingen" ] && lingen=$bin/lingen
-tiny=$root/tests/fixtures/tiny-linear-mnist.bin
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-ok() { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 
 echo "== test_cuda (head outputs, bits/dim, sampler, generation)"
 if timeout "${TEST_TIMEOUT:-150}" "${launch[@]}" "$bin/test_cuda" "$root"; then ok "test_cuda"; else bad "test_cuda (exit $?)"; fi
@@ -34,7 +24,6 @@ if timeout 60 "${launch[@]}" "$lingen" complete --device cuda --model "$tiny" --
 else bad "complete --device cuda"; fi
 timeout 30 "${launch[@]}" "$lingen" sample --device tpu -n 1 -o "$tmp/x.png" 2> /dev/null
 rc=$?; [ $rc -eq 2 ] && ok "--device tpu: usage error (exit 2)" || bad "--device tpu: exit $rc, expected 2"
-soft=$root/tests/fixtures/tiny-softmax-mnist.bin
 if out=$(timeout 120 "${launch[@]}" "$lingen" compare --softmax --device cuda --model "$tiny" --softmax-model "$soft" -n 4 --batch 4 --limit 4 2>&1) &&
    echo "$out" | grep -qi "softmax"; then
     ok "compare --softmax --device cuda (tiny models)"
