@@ -205,6 +205,19 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
         mean_and_stderr(gpu, ds.n, &mg, &se);
         check(worst <= TOL && ds.n == n_imgs, label, "CPU %.6f GPU %.6f, max per-image diff %.2e (%d images; CPU %.2f s, GPU %.2f s)",
               mc, mg, worst, ds.n, t_cpu, t_gpu);
+        if (!step_form) {   /* not a check: how far TF32 tensor cores (LINGEN_CUDA_TF32) would move it */
+            setenv("LINGEN_CUDA_TF32", "1", 1);
+            device_select(DEVICE_CUDA, 0, &e);
+            if (evaluate_bits_per_dim(&m, ds.images, ds.n, batch, 0, gpu, NULL, &e) == 0) {
+                worst = 0;
+                for (int i = 0; i < ds.n; i++)
+                    if (!(fabs(cpu[i] - gpu[i]) <= worst)) worst = fabs(cpu[i] - gpu[i]);
+                mean_and_stderr(gpu, ds.n, &mg, &se);
+                printf("info %-48s TF32 GEMMs: GPU %.6f, max per-image diff %.2e from the CPU\n", label, mg, worst);
+            }
+            device_select(DEVICE_CPU, 0, &e);
+            unsetenv("LINGEN_CUDA_TF32");
+        }
     }
     free(cpu);
     free(gpu);
