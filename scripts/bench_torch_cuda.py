@@ -54,7 +54,7 @@ def make_step(m, B, dev):
         tok.copy_(((y + 1) * 127.5).round().clamp(0, 255).long()[:, 0])
         pos.add_(1)
 
-    return step, pos
+    return step, pos, tok
 
 
 def bench(path, B, dtype, steps, dev):
@@ -63,7 +63,7 @@ def bench(path, B, dtype, steps, dev):
     N = m.cfg.seq_len
     steps = min(steps, N - 8)
     with torch.inference_mode():
-        step, pos = make_step(m, B, dev)
+        step, pos, _ = make_step(m, B, dev)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up off the capture stream, as torch.cuda.graphs asks
