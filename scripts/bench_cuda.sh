@@ -4,7 +4,7 @@
 # and scripts/bench_torch_cuda.py (the PyTorch model's step, state in place, one CUDA graph,
 # fp32 and bf16 weights) at the same batches, a few hundred steps each; then the batch-1
 # latency of a whole MNIST image, and a table of images/s with lingen's ratio to PyTorch's best.
-#   bash scripts/bench_cuda.sh [ROOT [BIN]]   ROOT: models/ and scripts/ (.), BIN: bench_cuda's folder
+#   bash scripts/bench_cuda.sh [ROOT [BIN]]   ROOT: models/ (.), BIN: bench_cuda's folder
 # $PYTHON: a python3 with PyTorch and CUDA (default python3). $STEPS: steps timed (default 200).
 # $LINGEN_LAUNCH, if set, prefixes bench_cuda (a loader and its library path: a packed folder).
 set -u
@@ -19,8 +19,8 @@ trap 'rm -f "$log"' EXIT
 run() { echo "\$ $*"; "$@" 2>&1 | tee -a "$log"; }
 run "${launch[@]}" "$bin/bench_cuda" "$root/models/mnist.bin" 1 64 1024 4096 16384 --steps "$steps" --tf32 --image
 run "${launch[@]}" "$bin/bench_cuda" "$root/models/cifar.bin" 64 1024 4096 --steps "$steps" --tf32
-run "$py" "$root/scripts/bench_torch_cuda.py" "$root/models/mnist.bin" --batch 1 64 1024 4096 16384 --steps "$steps"
-run "$py" "$root/scripts/bench_torch_cuda.py" "$root/models/cifar.bin" --batch 64 1024 4096 --steps "$steps"
+run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/mnist.bin" --batch 1 64 1024 4096 16384 --steps "$steps"
+run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/cifar.bin" --batch 64 1024 4096 --steps "$steps"
 
 echo
 echo "images/s (RNN sampling; lingen FP32 is exact to the CPU's 1e-4, TF32 and bf16 are not)"
