@@ -2,7 +2,7 @@
 # On a GPU machine, from the repository root (models/ there), with .dev/cuda/ from
 # scripts/dev/pack_cuda.sh beside it: the GPU tests, the benchmark against PyTorch, the compare
 # tables and a memcheck, each under a timeout, the whole within about 4 minutes. Everything goes
-# to $OUT/cuda.txt (and stdout), sample grids to $OUT/. Needs no build: only the CUDA libraries
+# to $OUT/cuda.txt (and stdout), 16-image sample grids and the compare JSON to $OUT/. Needs no build: only the CUDA libraries
 # (/usr/local/cuda/lib64 or $CUDA_LIB) and, for the PyTorch rows, a python3 with torch ($PYTHON).
 #   bash scripts/dev/cuda_remote.sh   (or bash .dev/cuda/scripts/cuda_remote.sh)
 set -u
@@ -53,9 +53,10 @@ read -r -a launch <<< "$LINGEN_LAUNCH"
 
 step "GPU tests (tests/cuda/run_tests.sh)" 150 env TEST_TIMEOUT=120 bash "$pack/tests/cuda/run_tests.sh" . "$pack"
 step "benchmark (scripts/bench_cuda.sh)" 90 bash "$pack/scripts/bench_cuda.sh" . "$pack"
-step "sample --device cuda, MNIST, 4096 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda -n 4096 --batch 4096 -o "$out/mnist_4096.png"
+step "sample --device cuda, MNIST, 4096 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda -n 4096 --batch 4096 -o /tmp/lingen_mnist_4096.png
 step "sample --device cuda, MNIST, 16" 10 "${launch[@]}" "$pack/lingen" sample --device cuda -n 16 -o "$out/mnist_16.png"
-step "sample --device cuda, CIFAR-10, 1024 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda --model models/cifar.bin -n 1024 --batch 1024 -o "$out/cifar_1024.png"
+step "sample --device cuda, CIFAR-10, 16" 15 "${launch[@]}" "$pack/lingen" sample --device cuda --model models/cifar.bin -n 16 -o "$out/cifar_16.png"
+step "sample --device cuda, CIFAR-10, 1024 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda --model models/cifar.bin -n 1024 --batch 1024 -o /tmp/lingen_cifar_1024.png
 step "compare --softmax --device cuda, MNIST" 40 "${launch[@]}" "$pack/lingen" compare --softmax --device cuda -n 256 --batch 256 --json "$out/compare_mnist.json"
 step "compare --softmax --device cuda, CIFAR-10" 40 "${launch[@]}" "$pack/lingen" compare --softmax --device cuda --dataset cifar10 -n 64 --batch 64 --limit 20 --json "$out/compare_cifar.json"
 step "compute-sanitizer memcheck (tests/cuda/memcheck.sh)" 60 env MEMCHECK_TIMEOUT=30 bash "$pack/tests/cuda/memcheck.sh" . "$pack"
