@@ -604,7 +604,13 @@ static bool sampler_init(Sampler *s, const Model *m, int B, int T, int tf32) {
     if (!s->f) return false;
     size_t N = m->cfg.seq_len;
     bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(Rng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
-              CK(cudaMemset(s->img, 0, (size_t)B * N)) && CK(cudaDeviceSynchronize());
+              CK(cudaMemset(s->img, 0, (size_t)B * N)) &&
+              /* a valid PCG32 state until sampler_start sets the streams (all-zero would never
+               * leave 0, and pcg32_uniform redraws 0) */
+              CK(cudaMemset(s->rng, 0xff, B * sizeof(Rng))) && CK(cudaDeviceSynchronize());
+    /* one step run directly first (from position 0, so every index stays in bounds): it loads
+     * every kernel and cuBLAS's state outside the capture (lazy module loading) */
+    ok = ok && reset(s->f) && step_launches(s) && CK(cudaStreamSynchronize(s->f->stream));
     /* capture the step once; the capture is ended even when a launch in it failed */
     ok = ok && CK(cudaStreamBeginCapture(s->f->stream, cudaStreamCaptureModeThreadLocal));
     if (ok) {
