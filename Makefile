@@ -29,8 +29,13 @@ endif
 .PHONY: all deps data run test test-c test-py test-cli asan bench fixtures clean
 all: lingen
 
-lingen: $(OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# ./lingen is the last build's, CPU or CUDA=1: a marker of its kind makes a switch relink it
+LINGEN_KIND := .lingen-$(if $(filter 1,$(CUDA)),cuda,cpu)
+lingen: $(OBJ) $(LINGEN_KIND)
+	$(CC) $(CFLAGS) -o $@ $(OBJ) $(LDLIBS)
+
+$(LINGEN_KIND):
+	rm -f .lingen-cpu .lingen-cuda && touch $@
 
 $(BUILD)/%.o: src/%.c $(wildcard src/*.h) src/cuda/lingen_cuda.h | $(BUILD)
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -96,7 +101,7 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz build-cuda lingen
+	rm -rf build build-asan build-fuzz build-cuda lingen .lingen-cpu .lingen-cuda
 
 # ---------------------------------------------------------------- CUDA (needs nvcc; a GPU to run)
 # test-cuda: the GPU against the CPU (head outputs, bits/dim, the sampler's PMF, memcheck).
