@@ -5,7 +5,9 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp
 LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp
 PYTHON  ?= /usr/bin/python3
-BUILD   ?= build
+# CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
+CUDA    ?= 0
+BUILD   ?= $(if $(filter 1,$(CUDA)),build-cuda,build)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/lingen
@@ -20,18 +22,41 @@ OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
+ifeq ($(CUDA),1)
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+# sm_90 (H100, H200) machine code, and PTX that newer GPUs compile when loading it
+NVFLAGS   ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra
+CFLAGS    += -DLINGEN_CUDA
+OBJ       += $(BUILD)/backend_cuda.o
+LIBOBJ    += $(BUILD)/backend_cuda.o
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+endif
+
 .PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench ship fixtures clean mutate install uninstall FORCE
 all: lingen
 
-lingen: $(OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# ./lingen is the last build's, CPU or CUDA=1: a marker of its kind makes a switch relink it
+LINGEN_KIND := .lingen-$(if $(filter 1,$(CUDA)),cuda,cpu)
+lingen: $(OBJ) $(LINGEN_KIND)
+	$(CC) $(CFLAGS) -o $@ $(OBJ) $(LDLIBS)
+
+$(LINGEN_KIND):
+	rm -f .lingen-cpu .lingen-cuda && touch $@
 
 # lingen built inside $(BUILD), for builds with other flags (make valgrind)
 $(BUILD)/lingen: $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: src/%.c $(wildcard src/*.h) | $(BUILD)
+$(BUILD)/%.o: src/%.c $(wildcard src/*.h) src/cuda/lingen_cuda.h | $(BUILD)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/backend_cuda.o: src/cuda/backend_cuda.cu src/cuda/lingen_cuda.h $(wildcard src/*.h) | $(BUILD)
+	$(NVCC) $(NVFLAGS) -DLINGEN_CUDA -Isrc -c -o $@ $<
+
+# The GPU tests and benchmark (plain C, no cmocka: they also run from a packed folder).
+$(BUILD)/test_cuda $(BUILD)/bench_cuda: $(BUILD)/%: tests/cuda/%.c $(LIBOBJ) | $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
 
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(LIBOBJ) | $(BUILD)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIBOBJ) $(LDLIBS) -lcmocka
@@ -135,7 +160,18 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz build-valgrind build-ship lingen
+	rm -rf build build-asan build-fuzz build-valgrind build-ship build-cuda lingen .lingen-cpu .lingen-cuda
+
+# ---------------------------------------------------------------- CUDA (needs nvcc; a GPU to run)
+# test-cuda: the GPU against the CPU (head outputs, bits/dim, the sampler's PMF, memcheck).
+# bench-cuda: GPU sampling speed beside the PyTorch step in one CUDA graph (scripts/bench_cuda.sh).
+.PHONY: cuda test-cuda bench-cuda
+cuda:
+	$(MAKE) CUDA=1 lingen build-cuda/test_cuda build-cuda/bench_cuda
+test-cuda: cuda
+	bash tests/cuda/run_tests.sh . build-cuda && bash tests/cuda/memcheck.sh . build-cuda
+bench-cuda: cuda
+	bash scripts/bench_cuda.sh . build-cuda
 
 # ---------------------------------------------------------------- fuzzing (fuzz/README.md)
 # libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into

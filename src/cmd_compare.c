@@ -14,7 +14,9 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "device.h"
 #include "compare.h"
+#include "cuda/lingen_cuda.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
@@ -80,8 +82,13 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
 static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, B = j->batch;
-    RunState s;
-    if (runstate_init(&s, c, B, N, e)) return -1;
+    RunState s = {0};
+    CudaForward *g = NULL;   /* on the GPU (--device cuda), else s */
+    float *out = NULL;
+    if (device_current() == DEVICE_CUDA) {
+        if (!(g = cuda_forward_new(m, B, N, e))) return -1;
+        out = xcalloc((size_t)B * N * 3 * c->n_mix, sizeof(float));
+    } else if (runstate_init(&s, c, B, N, e)) return -1;
     int *tok = xcalloc((size_t)B * N, sizeof(int));
     int k = compare_positions(N, RECOMPUTE_POSITIONS, pos);
     long tokens = 0, done = 0;   /* progress in prefix tokens: the time grows with them */
@@ -93,9 +100,14 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
         for (int b = 0; b < B; b++)   /* test images stand in for samples: the time is the same */
             for (int t = 0; t < T; t++)
                 tok[b * T + t] = t == 0 ? BOS_TOKEN : j->imgs[(size_t)(b % j->n_imgs) * N + t - 1];
-        runstate_reset(&s, c);
+        if (g) cuda_forward_reset(g);
+        else runstate_reset(&s, c);
         double t0 = now_seconds();
-        transformer_forward(m, &s, tok, B, T);
+        if (!g) transformer_forward(m, &s, tok, B, T);
+        else if (cuda_forward_run(g, tok, B, T, out, e)) {   /* its time includes the copy back */
+            free(tok); free(out); cuda_forward_free(g);
+            return -1;
+        }
         sec[i] = now_seconds() - t0;
         rss[i] = NAN;
         progress_update(&p, done += T);
@@ -104,7 +116,9 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
     r->value = B / compare_extrapolate(pos, sec, k, N);
     r->n_lat = k;
     free(tok);
-    runstate_free(&s);
+    free(out);
+    if (g) cuda_forward_free(g);
+    else runstate_free(&s);
     return 0;
 }
 
@@ -256,6 +270,7 @@ int cmd_compare(int argc, char **argv) {
     const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL, *png = NULL;
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (required: the only comparison so far)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
@@ -265,6 +280,7 @@ int cmd_compare(int argc, char **argv) {
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout)", 0, 0},
         {"plot", 0, OPT_STR, &png, "FILE", "draw per-step time against position as a PNG (python3 + matplotlib)", 0, 0},
@@ -277,6 +293,8 @@ int cmd_compare(int argc, char **argv) {
                        "sample of positions and extrapolated. Every row runs in its own process.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
+    if ((r = device_option(device, "compare", 0))) return r;
     if (!softmax) {
         fprintf(stderr, "lingen compare: say what to compare against: --softmax (see lingen compare --help)\n");
         return 2;

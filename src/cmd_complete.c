@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "device.h"
 #include "complete.h"
 #include "image.h"
 #include "transformer.h"
@@ -47,6 +48,7 @@ int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
     double temperature = 1;
+    const char *device = "cpu";
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -58,6 +60,7 @@ int cmd_complete(int argc, char **argv) {
         {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
@@ -72,6 +75,11 @@ int cmd_complete(int argc, char **argv) {
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
     if (cli_check_temperature("complete", temperature)) { free(files); return 2; }
+    if ((r = device_option(device, "complete", 1))) { free(files); return r; }
+    if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
+        fprintf(stderr, "lingen complete: --temperature needs --device cpu\n"); free(files);
+        return 2;
+    }
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];
     Model m;

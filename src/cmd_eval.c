@@ -7,6 +7,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "device.h"
 #include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
@@ -17,6 +18,7 @@ int cmd_eval(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel", *json = NULL;
     long limit = 0, batch = 0, threads = 0;
     int ceiling = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -25,6 +27,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
@@ -35,6 +38,7 @@ int cmd_eval(int argc, char **argv) {
                        "sub-pixels of each image, averaged over images, with its standard error.",
                        pos, 1, &npos);
     if (r) return r < 0 ? 0 : r;
+    if ((r = device_option(device, "eval", 1))) return r;
     if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
         fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
         return 2;

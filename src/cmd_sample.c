@@ -10,6 +10,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "device.h"
 #include "generate.h"
 #include "image.h"
 #include "stop.h"
@@ -51,6 +52,7 @@ int cmd_sample(int argc, char **argv) {
     long n = 16, batch = 0, seed = 1, threads = 0;
     double temperature = 1;
     int ceiling = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
@@ -58,6 +60,7 @@ int cmd_sample(int argc, char **argv) {
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
         {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
@@ -77,6 +80,11 @@ int cmd_sample(int argc, char **argv) {
     }
     if (json && jsonout_prepare(json)) return 1;
     if (cli_check_temperature("sample", temperature)) return 2;
+    if ((r = device_option(device, "sample", 1))) return r;
+    if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
+        fprintf(stderr, "lingen sample: --temperature needs --device cpu\n");
+        return 2;
+    }
     if (!batch) batch = n < 64 ? n : 64;
     char found[MODELPATH_LEN];
     Model m;

@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cuda/lingen_cuda.h"
+#include "device.h"
 #include "dmol.h"
 #include "transformer.h"
 
@@ -11,23 +13,34 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = batch < n ? batch : n, T = step_form ? 1 : N;
     if (B < 1) B = 1;
-    RunState s;
-    if (runstate_init(&s, c, B, T, e)) return -1;
+    RunState s = {0};
+    CudaForward *g = NULL;   /* the GPU's forward pass (device.h), or s */
+    float *out = NULL;
+    if (device_current() == DEVICE_CUDA) {
+        if (!(g = cuda_forward_new(m, B, T, e))) return -1;
+        out = xcalloc((size_t)B * T * 3 * M, sizeof(float));
+    } else {
+        if (runstate_init(&s, c, B, T, e)) return -1;
+        out = s.out;
+    }
     int *tok = xcalloc((size_t)B * T, sizeof(int));
+    int rc = 0;
     for (int start = 0; start < n; start += B) {
         int nb = n - start < B ? n - start : B;
         const unsigned char *x = imgs + (size_t)start * N;
-        runstate_reset(&s, c);
+        if (g) cuda_forward_reset(g);
+        else runstate_reset(&s, c);
         for (int b = 0; b < nb; b++) per_image[start + b] = 0;
         /* inputs BOS, x1 .. x(N-1); the output at position t predicts x(t) (0-based: x[t]) */
         for (int t0 = 0; t0 < N; t0 += T) {
             for (int b = 0; b < nb; b++)
                 for (int t = 0; t < T; t++)
                     tok[b * T + t] = t0 + t == 0 ? BOS_TOKEN : x[(size_t)b * N + t0 + t - 1];
-            transformer_forward(m, &s, tok, nb, T);
+            if (!g) transformer_forward(m, &s, tok, nb, T);
+            else if ((rc = cuda_forward_run(g, tok, nb, T, out, e))) goto done;
             for (int b = 0; b < nb; b++)
                 for (int t = 0; t < T; t++)
-                    per_image[start + b] -= dmol_log_prob(s.out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
+                    per_image[start + b] -= dmol_log_prob(out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
         }
         for (int b = 0; b < nb; b++) {
@@ -41,9 +54,11 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
             }
         }
     }
+done:
     free(tok);
-    runstate_free(&s);
-    return 0;
+    if (g) { cuda_forward_free(g); free(out); }
+    else runstate_free(&s);
+    return rc;
 }
 
 void mean_and_stderr(const double *v, int n, double *mean, double *se) {

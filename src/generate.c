@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/lingen_cuda.h"
+#include "device.h"
 #include "dmol.h"
 #include "reslimits.h"
 #include "rng.h"
@@ -10,6 +12,7 @@
 #include "util.h"
 
 int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    if (device_current() == DEVICE_CUDA) return cuda_generate(m, imgs, n, o, e);
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = o->batch < n ? o->batch : n, P = o->prefix_len;
     double temp = o->temperature > 0 ? o->temperature : 1.0;
