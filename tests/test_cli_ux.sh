@@ -3,23 +3,9 @@
 # image's standard error), the test runner's summary line, missing datasets, the compare plot's
 # legend, ignored outputs. Run from the repository root.
 set -u
-L=./lingen
-F=tests/fixtures
-CM=$F/tiny-linear-mnist.bin
 PY=${PYTHON:-/usr/bin/python3}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-# expect CODE DESCRIPTION CMD...: run, check the exit code; stdout+stderr in $T/out
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
-lacks()    { if grep -q -- "$2" "$T/out"; then bad "$1: '$2' in:"; sed 's/^/     /' "$T/out" | head -5; else ok "$1"; fi; }
+. tests/cli_common.sh
+CM=$F/tiny-linear-mnist.bin
 # entropy DIR: entropy in bits of the sub-pixel values of every PNG in DIR (8-bit, non-interlaced,
 # as lingen writes them: zlib data, one filter byte per row)
 entropy() {
@@ -200,5 +186,4 @@ else
   ok "compare plot legend: skipped ($PY has no matplotlib)"
 fi
 
-echo "$fails failed"
-[ $fails -eq 0 ]
+finish
