@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 
 #include <cblas.h>
@@ -16,6 +17,10 @@
 int cli_check_png_name(const char *cmd, const char *path) {
     size_t n = strlen(path);
     if (!strcmp(path, "-") || (n > 4 && !strcasecmp(path + n - 4, ".png"))) return 0;
+    /* an existing device, FIFO or directory is not a file name to judge: the output check says
+     * what it is (a device or FIFO is written directly, a directory refused) */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
     fprintf(stderr, "lingen %s: -o %s: only PNG images are written; give a name ending in .png\n", cmd, path);
     return 2;
 }

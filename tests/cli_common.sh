@@ -1,8 +1,8 @@
 # Shared by the tests/test_cli*.sh files (sourced): a temp directory $T removed on exit, the
 # ok/bad lines and the count of failures that `finish` turns into the script's exit code.
-# LINGEN=other/lingen tests another build.
-L=${LINGEN:-./lingen}
-F=tests/fixtures
+# LINGEN=other/lingen tests another build; a script may set L and F (absolute) before sourcing.
+L=${L:-${LINGEN:-./lingen}}
+F=${F:-tests/fixtures}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0
