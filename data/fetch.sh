@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Fetch MNIST and/or CIFAR-10 into data/ (the layout lingen reads), checking every file's sha256.
 #
-#   data/fetch.sh [--from DIR] [mnist|cifar10|all] [DEST]
+#   data/fetch.sh [--from DIR | --check] [mnist|cifar10|all] [DEST]
 #
 #   mnist|cifar10|all  what to fetch (default: mnist)
 #   DEST               where to put it (default: the directory holding this script, i.e. data/)
 #   --from DIR         copy from a local mirror with the same layout (DIR/mnist, DIR/cifar-10)
 #                      instead of downloading; files may be plain or .gz there
+#   --check            fetch nothing: exit 0 if every file is in DEST, else say in one line
+#                      what is missing and how to get it, and exit 1
 #
 # Files that are already present and valid are skipped. A file whose checksum does not
 # match is deleted and the script exits non-zero. See data/README.md.
@@ -41,7 +43,7 @@ MNIST_FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ub
 CIFAR_FILES=(data_batch_1.bin data_batch_2.bin data_batch_3.bin data_batch_4.bin data_batch_5.bin test_batch.bin)
 
 die() { echo "fetch.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 sha256() { if command -v sha256sum >/dev/null; then sha256sum | cut -c1-64; else shasum -a 256 | cut -c1-64; fi; }
 md5() { if command -v md5sum >/dev/null; then md5sum "$1" | cut -c1-32; else md5 -q "$1"; fi; }
@@ -76,11 +78,19 @@ check() {
   die "$2: sha256 mismatch (expected ${SHA_GZ[$1]:-${SHA_RAW[$1]}}${SHA_GZ[$1]:+ for the .gz}); deleted it"
 }
 
-download() {   # download URL FILE: through a .part file, so an interrupted download leaves nothing behind
+# download URL FILE: through a .part file, so an interrupted download leaves nothing behind. On
+# failure one line with the tool's last message (not a line per retry).
+download() {
   echo "download $1"
-  if command -v curl >/dev/null; then curl -fL --retry 3 --connect-timeout 20 --progress-bar -o "$2.part" "$1" || { rm -f "$2.part"; return 1; }
-  elif command -v wget >/dev/null; then wget -q --show-progress --timeout=20 -O "$2.part" "$1" || { rm -f "$2.part"; return 1; }
+  local err rc=0
+  if command -v curl >/dev/null; then err=$(curl -fsSL --retry 2 --connect-timeout 20 -o "$2.part" "$1" 2>&1) || rc=$?
+  elif command -v wget >/dev/null; then err=$(wget -q --tries=3 --timeout=20 -O "$2.part" "$1" 2>&1) || rc=$?
   else die "neither curl nor wget is installed"; fi
+  if [[ $rc != 0 ]]; then
+    rm -f "$2.part"
+    echo "  failed: $(tail -1 <<<"${err:-exit status $rc}")" >&2
+    return 1
+  fi
   mv "$2.part" "$2"
 }
 
@@ -94,8 +104,26 @@ copy_from() {
   check "$2" "$dst"
 }
 
+# What to do without the data (--check), and after a failed download.
+HOW="set LINGEN_DATA=DIR to a directory holding mnist/ and cifar-10/, or get them with data/fetch.sh all (download) or data/fetch.sh --from DIR all (copy from a local mirror)"
+HOW_LOCAL="copy them from a local mirror with data/fetch.sh --from DIR, or set LINGEN_DATA=DIR to a directory holding mnist/ and cifar-10/"
+
+# Directories this run created, and its scratch directory: removed on exit if left empty
+# (a failed fetch leaves no empty data/mnist/ behind).
+MADE=() TMP=""
+cleanup() {
+  [[ -z $TMP ]] || rm -rf "$TMP"
+  local i
+  for ((i = ${#MADE[@]} - 1; i >= 0; i--)); do rmdir "${MADE[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+make_dir() {   # make_dir DIR: DEST, then DEST/sub, remembering what was new
+  [[ -d $DEST ]] || { mkdir -p "$DEST"; MADE+=("$DEST"); }
+  [[ -d $1 ]] || { mkdir "$1"; MADE+=("$1"); }
+}
+
 fetch_mnist() {
-  mkdir -p "$DEST/mnist"
+  make_dir "$DEST/mnist"
   local name
   for name in "${MNIST_FILES[@]}"; do
     have "$DEST/mnist" "$name" && continue
@@ -103,15 +131,14 @@ fetch_mnist() {
     local url ok=0
     for url in "${MNIST_URLS[@]}"; do
       if download "$url/$name.gz" "$DEST/mnist/$name.gz"; then ok=1; break; fi
-      echo "  failed: $url/$name.gz" >&2
     done
-    [[ $ok == 1 ]] || die "$name.gz: every mirror failed (${MNIST_URLS[*]})"
+    [[ $ok == 1 ]] || die "$name.gz: every mirror failed; $HOW_LOCAL"
     check "$name" "$DEST/mnist/$name.gz"
   done
 }
 
 fetch_cifar() {
-  mkdir -p "$DEST/cifar-10"
+  make_dir "$DEST/cifar-10"
   local name missing=()
   for name in "${CIFAR_FILES[@]}"; do have "$DEST/cifar-10" "$name" || missing+=("$name"); done
   [[ ${#missing[@]} == 0 ]] && return 0
@@ -120,11 +147,9 @@ fetch_cifar() {
     return 0
   fi
   # Upstream ships one archive; keep only the .bin files from it (lingen reads them as they are).
-  local tmp
-  tmp=$(mktemp -d "$DEST/cifar-10/.fetch.XXXXXX")
-  # shellcheck disable=SC2064  # expand $tmp now: die() exits from anywhere
-  trap "rm -rf '$tmp'" EXIT
-  download "$CIFAR_URL" "$tmp/cifar-10-binary.tar.gz" || die "$CIFAR_URL: download failed"
+  TMP=$(mktemp -d "$DEST/cifar-10/.fetch.XXXXXX")
+  local tmp=$TMP
+  download "$CIFAR_URL" "$tmp/cifar-10-binary.tar.gz" || die "$CIFAR_URL: download failed; $HOW_LOCAL"
   [[ $(md5 "$tmp/cifar-10-binary.tar.gz") == "$CIFAR_TAR_MD5" ]] ||
     die "$CIFAR_URL: md5 mismatch (expected $CIFAR_TAR_MD5); deleted it"
   tar -xzf "$tmp/cifar-10-binary.tar.gz" -C "$tmp"
@@ -133,12 +158,28 @@ fetch_cifar() {
     check "$name" "$DEST/cifar-10/$name"
   done
   rm -rf "$tmp"
-  trap - EXIT
+  TMP=""
 }
 
-FROM="" DEST="" WHAT=""
+# check_present: with --check, every file of WHAT in DEST (plain or .gz), else one line and exit 1.
+check_present() {
+  local sub names missing=() name
+  for sub in "$@"; do
+    if [[ $sub == mnist ]]; then names=("${MNIST_FILES[@]}"); else names=("${CIFAR_FILES[@]}"); fi
+    local absent=()
+    for name in "${names[@]}"; do [[ -n $(present "$DEST/$sub" "$name") ]] || absent+=("$name"); done
+    if [[ ${#absent[@]} == "${#names[@]}" ]]; then missing+=("$sub/")
+    elif [[ ${#absent[@]} -gt 0 ]]; then missing+=("${absent[@]/#/$sub/}"); fi
+  done
+  [[ ${#missing[@]} == 0 ]] && return 0
+  echo "missing test data in $DEST: ${missing[*]}; $HOW" >&2
+  exit 1
+}
+
+FROM="" DEST="" WHAT="" CHECK=0
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --check) CHECK=1; shift ;;
     --from) [[ $# -ge 2 ]] || die "--from needs a directory"; FROM=$2; shift 2 ;;
     --from=*) FROM=${1#--from=}; shift ;;
     -h|--help) usage ;;
@@ -151,6 +192,10 @@ WHAT=${WHAT:-mnist}
 DEST=${DEST:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 [[ -z $FROM || -d $FROM ]] || die "--from $FROM: no such directory"
 
+if [[ $CHECK == 1 ]]; then
+  case $WHAT in mnist) check_present mnist ;; cifar10) check_present cifar-10 ;; all) check_present mnist cifar-10 ;; esac
+  exit 0
+fi
 case $WHAT in
   mnist) fetch_mnist ;;
   cifar10) fetch_cifar ;;

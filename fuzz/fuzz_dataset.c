@@ -7,7 +7,8 @@
  *            bit 2: file names end in .gz (zlib reads gzip and plain data alike either way)
  *   byte 1   limit (0: no limit)
  *   rest     the files' contents, separated by SEP: MNIST images then labels;
- *            CIFAR-10 test_batch, or data_batch_1 .. data_batch_5 (missing ones are absent). */
+ *            CIFAR-10 test_batch, or data_batch_1 .. data_batch_5 (missing ones are absent);
+ *            a CIFAR-10 batch holds exactly 2 records here (10,000 in lingen). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L   /* mkdtemp */
 #endif
@@ -53,6 +54,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     snprintf(p, sizeof p, "%s/cifar-10", root);
     FUZZ_CHECK(mkdir(p, 0700) == 0);
     atexit(cleanup);
+    dataset_cifar_batch_records = 2;   /* the seeds' batches: small, but the count is enforced */
     return 0;
 }
 

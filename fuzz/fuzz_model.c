@@ -1,6 +1,7 @@
 /* libFuzzer target: the model file loader. The input is a whole model file. It goes through
  * the safetensors parser alone (every tensor widened, whatever its name), then through
  * model_load_buffer, which also checks the metadata config and every weight's shape. */
+#include <math.h>
 #include <stdint.h>
 
 #include "fuzz_common.h"
@@ -18,6 +19,12 @@ static unsigned char *copy(const uint8_t *data, size_t size) {
 }
 
 static void check_container(const SafeTensors *st) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | st->buf[i];
+    FUZZ_CHECK(hlen <= ST_MAX_HEADER && hlen <= st->len - 8);
+    size_t covered = 0;   /* the ranges tile the data section: their sizes add up to it */
+    for (int i = 0; i < st->n; i++) covered += st->t[i].nbytes;
+    FUZZ_CHECK(covered == st->len - 8 - hlen);
     for (int i = 0; i < st->n; i++) {
         const StTensor *t = &st->t[i];
         size_t n = st_numel(t);
@@ -46,8 +53,10 @@ static void check_model(const Model *m) {
     size_t per_layer = 3 * d * d + 3 * d + d * d + d + 4 * d + f * d + f + d * f + d;
     size_t want = N_TOKENS * (d / 2) + c->n_layers * per_layer + 2 * d + 3 * (size_t)c->n_mix * (d + 1);
     FUZZ_CHECK(m->n_params == want);
-    /* the last weight ends exactly at the end of the arena */
-    FUZZ_CHECK(m->head_b + 3 * c->n_mix == m->arena + m->n_params);
+    /* the last weight ends inside the arena (packed and aligned: it may hold more than n_params) */
+    FUZZ_CHECK(m->arena_floats >= m->n_params && m->head_b + 3 * c->n_mix <= m->arena + m->arena_floats);
+    FUZZ_CHECK(c->height <= MAX_SIDE && c->width <= MAX_SIDE && (c->channels == 1 || c->channels == 3));
+    for (size_t i = 0; i < m->arena_floats; i++) FUZZ_CHECK(isfinite(m->arena[i]));
     (void)model_state_bytes(c, c->seq_len);
     (void)model_meta(m, "dataset");
 }

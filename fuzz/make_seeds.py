@@ -6,6 +6,7 @@ Deterministic: rerunning it rewrites the same files. Every file stays a few KB a
 so the fuzzers run fast and the corpus stays small in git.
 """
 import gzip
+import json
 import os
 import random
 import struct
@@ -54,6 +55,30 @@ def models():
         with open(tmp, "rb") as f:
             out("model", name + ".bin", f.read())
         os.remove(tmp)
+    # the reliability rules, each broken once in the F32 seed (model-format.md)
+    with open(os.path.join(CORPUS, "model", "linear-mnist-f32.bin"), "rb") as f:
+        seed = f.read()
+    n = struct.unpack("<Q", seed[:8])[0]
+    h, data = json.loads(seed[8:8 + n]), bytearray(seed[8 + n:])
+
+    def edited(name, header, body):
+        hb = json.dumps(header).encode()
+        hb += b" " * (-len(hb) % 8)
+        out("model", name, struct.pack("<Q", len(hb)) + hb + bytes(body))
+
+    nan = bytearray(data)
+    struct.pack_into("<f", nan, h["head.bias"]["data_offsets"][0], float("nan"))
+    edited("nan-head-bias.bin", h, nan)
+    edited("trailing-bytes.bin", h, data + b"\0" * 8)
+    overlap = json.loads(json.dumps(h))
+    overlap["extra"] = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    edited("overlapping-tensors.bin", overlap, data)
+    utf8 = json.loads(json.dumps(h))
+    utf8["__metadata__"]["note"] = "caf\u00e9 \u6771 \\u0000 \x1b[2J"
+    edited("utf8-metadata.bin", utf8, data)
+    big = json.loads(json.dumps(h))
+    big["__metadata__"].update(height="1024", width="1024")
+    edited("side-1024.bin", big, data)
 
 
 # ---------------------------------------------------------------- MNIST and CIFAR-10
@@ -71,7 +96,12 @@ def datasets():
     cifar = record(1) + record(9)
     out("dataset", "cifar-test-raw", bytes([1, 0]) + cifar)
     out("dataset", "cifar-test-gz", bytes([1 | 4, 0]) + gz(cifar))
-    out("dataset", "cifar-train-2files-limit3", bytes([1 | 2, 3]) + gz(cifar) + SEP + record(0))
+    out("dataset", "cifar-train-2files-limit3", bytes([1 | 2, 3]) + gz(cifar) + SEP + record(0) + record(5))
+    # fuzz_dataset.c makes a batch 2 records: 3 is too many; a gzip file must keep its trailer
+    out("dataset", "cifar-test-3-records", bytes([1, 0]) + cifar + record(2))
+    out("dataset", "cifar-test-gz-no-trailer", bytes([1 | 4, 1]) + gz(cifar)[:-8])
+    out("dataset", "mnist-test-gz-bad-crc-limit1", bytes([4, 1]) + gz(images)[:-8] + b"\0" * 8 + SEP + gz(labels))
+    out("dataset", "mnist-test-gz-junk-after", bytes([4, 0]) + gz(images) + b"junk" + SEP + labels)
 
 
 # ---------------------------------------------------------------- PNG

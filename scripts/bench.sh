@@ -1,29 +1,105 @@
 #!/usr/bin/env bash
-# make bench: the speed figures of README.md, measured in one run, as ratios (this machine is
-# shared and noisy: each ratio's two sides are measured back to back with the same threads).
-#   RNN-mode sampling at batch 64 against the sgemm ceiling (FLOP per image / sgemm GFLOP/s);
-#   parallel-form evaluation against the same ceiling;
-#   lingen against the PyTorch reference's step form (CPU, same weights) at batch 64 and 1;
-#   lingen compare --softmax: the four-row table, its JSON and plot.
+# make bench: lingen's speed figures, each a ratio of two runs made back to back in this one run
+# (on a shared machine the two sides of a ratio see the same conditions):
+#   1. under load: 2 cores, a busy loop on the second, the default thread count against
+#      --threads 1 (and the same on the quiet 2 cores);
+#   2. scaling: batch 256 on 2 cores against all of CORES (when CORES has 16 or more);
+#   3. RNN sampling at batch 64 on 2 threads against the sgemm ceiling (src/ceiling.h);
+#   4. lingen against PyTorch's step form (scripts/bench_torch.py) at batch 64 and 1, 2 cores;
+#   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
+#      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
+# Environment (nothing is built here):
+#   LINGEN  the command that runs lingen (default ./lingen), e.g.
+#           "lib/ld-linux-x86-64.so.2 --library-path lib ./lingen"
+#   PYTHON  the Python with PyTorch (default /usr/bin/python3)
+#   CORES   the cores to use, a taskset list such as 0-15 (default: every core this shell may use)
+#   MODEL   the model (default models/mnist.bin); BENCH_OUT the output folder (default bench/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${BENCH_OUT:-bench}
-MODEL=${MODEL:-models/mnist.bin}
-THREADS=${THREADS:-2}
+read -r -a LG <<< "${LINGEN:-./lingen}"
 PY=${PYTHON:-/usr/bin/python3}
+MODEL=${MODEL:-models/mnist.bin}
+OUT=${BENCH_OUT:-bench}
 mkdir -p "$OUT"
-echo "== RNN-mode sampling, batch 64, $THREADS threads"
-./lingen sample --model "$MODEL" -n 64 --batch 64 --threads "$THREADS" --ceiling -o "$OUT/sample64.png" | tee "$OUT/sample64.txt"
-echo "== parallel-form evaluation, $THREADS threads"
-./lingen eval bits-per-dim --model "$MODEL" --limit 64 --threads "$THREADS" --ceiling | tee "$OUT/eval.txt"
-echo "== lingen vs the PyTorch step form (same weights, $THREADS threads)"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+
+# CORES as a list of core numbers: "0-3,8" -> 0 1 2 3 8
+expand() {
+  local part out=()
+  IFS=, read -r -a parts <<< "$1"
+  for part in "${parts[@]}"; do
+    if [[ $part == *-* ]]; then out+=($(seq "${part%-*}" "${part#*-}")); else out+=("$part"); fi
+  done
+  echo "${out[@]}"
+}
+CORES=${CORES:-$(taskset -pc $$ | sed 's/.*: //')}
+read -r -a CPU <<< "$(expand "$CORES")"
+[ ${#CPU[@]} -ge 2 ] || { echo "bench.sh: needs 2 cores or more, CORES=$CORES has ${#CPU[@]}" >&2; exit 1; }
+TWO="${CPU[0]},${CPU[1]}"
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+# images/s from a `lingen sample` run pinned to cores $1; the rest are lingen's arguments
+ips() {
+  local cores=$1; shift
+  taskset -c "$cores" "${LG[@]}" sample --model "$MODEL" -o "$OUT/bench.png" "$@" | tee -a "$OUT/runs.txt" |
+    sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+sum() { awk '{ for (i = 1; i <= NF; i++) s += $i } END { printf "%.4f", s }' <<< "$*"; }
+
+BUSY=
+stop_busy() { if [ -n "$BUSY" ]; then kill "$BUSY" 2> /dev/null || true; wait "$BUSY" 2> /dev/null || true; BUSY=; fi; }
+trap stop_busy EXIT
+trap 'stop_busy; exit 143' TERM INT
+
+echo "== lingen speed, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), cores $CORES (${#CPU[@]})" | tee "$OUT/runs.txt"
+
+echo "== 1. threads on 2 cores ($TWO): default count against --threads 1, quiet, then with core ${CPU[1]} busy"
+# -n 8 at batch 8, as a small job on a laptop; alternating, three of each, their images/s added
+quiet_d=() quiet_1=() busy_d=() busy_1=()
+for r in 1 2; do quiet_d+=("$(ips "$TWO" -n 8)"); quiet_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
+taskset -c "${CPU[1]}" sh -c 'while :; do :; done' &
+BUSY=$!
+for r in 1 2 3; do busy_d+=("$(ips "$TWO" -n 8)"); busy_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
+stop_busy
+echo "quiet: default ${quiet_d[*]}, --threads 1 ${quiet_1[*]} images/s; busy: default ${busy_d[*]}, --threads 1 ${busy_1[*]}"
+say "under load (2 cores, one busy): default threads at $(ratio "$(sum "${busy_d[@]}")" "$(sum "${busy_1[@]}")")x the speed of --threads 1 (goal >= 0.9)"
+say "quiet (2 cores): default threads at $(ratio "$(sum "${quiet_d[@]}")" "$(sum "${quiet_1[@]}")")x the speed of --threads 1"
+
+echo "== 2. scaling at batch 256: 2 cores against ${#CPU[@]}"
+if [ ${#CPU[@]} -ge 16 ]; then
+  two=$(ips "$TWO" -n 256 --batch 256)
+  all=$(ips "$CORES" -n 256 --batch 256)
+  say "scaling (batch 256): ${#CPU[@]} cores at $(ratio "$all" "$two")x 2 cores ($all vs $two images/s; goal >= 6 on 16)"
+else
+  say "scaling (batch 256): skipped, CORES has ${#CPU[@]} cores (needs 16 or more)"
+fi
+
+echo "== 3. RNN sampling at batch 64, 2 threads, against the sgemm ceiling"
+taskset -c "$TWO" "${LG[@]}" sample --model "$MODEL" -n 64 --batch 64 --threads 2 --ceiling -o "$OUT/bench.png" |
+  tee "$OUT/sample64.txt" | tee -a "$OUT/runs.txt"
+ips64=$(sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p' "$OUT/sample64.txt")
+say "ceiling (batch 64, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.s \([0-9.]*\) GFLOP.*/\1 of \2 GFLOP\/s/p' "$OUT/sample64.txt") (goal >= 75%)"
+
+echo "== 4. lingen against PyTorch's step form, same weights, 2 cores"
 for B in 64 1; do
-  n=$B; [ "$B" = 1 ] && n=2
-  ips=$(./lingen sample --model "$MODEL" -n $n --batch $B --threads "$THREADS" -o "$OUT/vs$B.png" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
-  steps=50; [ "$B" = 1 ] && steps=200
-  tj=$(cd scripts && $PY bench_torch.py "../$MODEL" --batch $B --steps $steps --threads "$THREADS")
-  tips=$(echo "$tj" | $PY -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])')
-  $PY -c "print(f'batch $B: lingen {float(\"$ips\"):.3f} images/s, PyTorch {float(\"$tips\"):.3f} images/s: lingen {float(\"$ips\")/float(\"$tips\"):.1f}x')" | tee "$OUT/vs-torch-$B.txt"
+  if [ "$B" = 64 ]; then lg=$ips64; steps=50; else lg=$(ips "$TWO" -n 2 --batch 1 --threads 2); steps=200; fi
+  tj=$(cd scripts && taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2)
+  echo "$tj" >> "$OUT/runs.txt"
+  read -r tips tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["images_per_s"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
+  goal=4; [ "$B" = 1 ] && goal=7
+  say "vs $tname, batch $B: lingen at $(ratio "$lg" "$tips")x ($lg vs $tips images/s; goal >= $goal)"
 done
-echo "== lingen compare --softmax"
-./lingen compare --softmax --threads "$THREADS" --json "$OUT/compare.json" --plot "$OUT/compare.png" | tee "$OUT/compare.txt"
+
+data=${LINGEN_DATA:-data}
+if [ "${BENCH_COMPARE:-1}" != 0 ] && [ -d "$data/mnist" ]; then
+  echo "== 5. parallel-form evaluation against the ceiling, 2 threads"
+  taskset -c "$TWO" "${LG[@]}" eval bits-per-dim --model "$MODEL" --limit 32 --threads 2 --ceiling | tee "$OUT/eval.txt"
+  say "ceiling (evaluation, parallel form, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.*/\1/p' "$OUT/eval.txt")"
+  echo "== lingen compare --softmax, 2 threads"
+  taskset -c "$TWO" "${LG[@]}" compare --softmax --threads 2 --json "$OUT/compare.json" | tee "$OUT/compare.txt"
+  "$PY" scripts/plot_compare.py "$OUT/compare.json" "$OUT/compare.png" || echo "(no plot: $PY lacks matplotlib)"
+fi
+echo "== summary"
+cat "$SUMMARY"

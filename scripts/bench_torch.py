@@ -1,19 +1,58 @@
-"""Time the PyTorch reference's step form (RNN mode) on the CPU, for `make bench`.
+"""Time a linear model's step form (RNN mode) in PyTorch on the CPU, for `make bench`.
 
     python3 scripts/bench_torch.py models/mnist.bin --batch 64 --steps 50 --threads 2
 
-Runs the first --steps positions of a sampling run (teacher-forced on random tokens: the cost
-of a step does not depend on the values) and prints the seconds per position and the implied
-images/s. For a linear model every position costs the same, so a prefix extrapolates to the
-whole image; for a softmax model the step time grows and the figure covers the prefix only.
+The strongest plain PyTorch step we know: the model's own weights and modules (model.py), under
+torch.inference_mode, with the state S, z updated in place (addcmul_, add_) instead of new tensors
+per step, torch.set_num_threads as given, and the same batch as lingen. Before timing, its head
+outputs are checked against model.step (the reference) on the same tokens. It runs the first
+--steps positions of a sampling run, teacher-forced on random tokens (the cost of a step does not
+depend on the values, and no time goes to drawing samples, which lingen's figure includes), and
+prints one JSON line: seconds per position, the implied images/s, and which PyTorch it was (version,
+BLAS, MKL, oneDNN). For a linear model every position costs the same, so a prefix extrapolates to
+the whole image.
 """
 import argparse
 import json
+import re
 import time
 
 import torch
 
 import modelfile
+from model import EPS_LINEAR, phi
+
+
+def fast_step(m, tokens, t, S, z):
+    """model.step for a linear model with the state updated in place: [B] tokens -> [B, 3M]."""
+    x = m.embed(tokens[:, None], t0=t)[:, 0]
+    B, d = x.shape
+    H, D = m.cfg.n_heads, m.cfg.d_head
+    for i, layer in enumerate(m.layers):
+        a = layer.attn
+        q, k, v = a.qkv(layer.norm1(x) if layer.pre else x).view(B, 3, H, D).unbind(1)
+        q, k = phi(q), phi(k)
+        S[i].addcmul_(k.unsqueeze(-1), v.unsqueeze(-2))        # S += phi(k) v^T
+        z[i].add_(k)                                            # z += phi(k)
+        num = torch.matmul(q.unsqueeze(-2), S[i]).squeeze(-2)
+        den = (q * z[i]).sum(-1, keepdim=True) + EPS_LINEAR
+        y = a.out((num / den).reshape(B, d))
+        if layer.pre:
+            x = x + y
+            x = x + layer.ff(layer.norm2(x))
+        else:
+            x = layer.norm1(x + y)
+            x = layer.norm2(x + layer.ff(x))
+    return m.head_out(x)
+
+
+def torch_info():
+    cfg = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", cfg)
+    return {"torch": torch.__version__, "blas": blas.group(1) if blas else "unknown",
+            "mkl": torch.backends.mkl.is_available(), "onednn": torch.backends.mkldnn.is_available(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()
+            if hasattr(torch.backends, "cpu") and hasattr(torch.backends.cpu, "get_cpu_capability") else None}
 
 
 def main():
@@ -25,21 +64,30 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     m, _ = modelfile.load(a.model)
+    m.eval()
+    if m.cfg.attention != "linear":
+        raise SystemExit(f"{a.model}: bench_torch.py times linear models (RNN mode) only")
     N = m.cfg.seq_len
     steps = min(a.steps, N)
     tok = torch.randint(0, 256, (a.batch, steps))
     tok[:, 0] = 256
-    with torch.no_grad():
+    with torch.inference_mode():
         st = m.init_state(a.batch)
-        m.step(tok[:, 0], 0, st)                       # warm-up
-        st = m.init_state(a.batch)
+        S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
+        for t in range(min(steps, 3)):   # the same numbers as the reference step
+            want, got = m.step(tok[:, t], t, st), fast_step(m, tok[:, t], t, S, z)
+            if not torch.allclose(want, got, rtol=1e-4, atol=1e-4):
+                raise SystemExit(f"fast step differs from model.step at position {t}: "
+                                 f"{(want - got).abs().max().item():.3g}")
+        S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
+        fast_step(m, tok[:, 0], 0, S, z)   # warm-up
+        S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
         t0 = time.perf_counter()
         for t in range(steps):
-            m.step(tok[:, t], t, st)
+            fast_step(m, tok[:, t], t, S, z)
         secs = (time.perf_counter() - t0) / steps
     print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads, "steps": steps,
-                      "seconds_per_step": secs, "images_per_s": a.batch / (secs * N),
-                      "torch": torch.__version__}))
+                      "seconds_per_step": secs, "images_per_s": a.batch / (secs * N), **torch_info()}))
 
 
 if __name__ == "__main__":

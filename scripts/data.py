@@ -11,19 +11,22 @@ import numpy as np
 import torch
 
 
-def _read(path):
+def _read(path, size=-1):
+    """The file's first `size` bytes (all: -1)."""
     for p in (path, path + ".gz"):
         if os.path.exists(p):
             with (gzip.open(p) if p.endswith(".gz") else open(p, "rb")) as f:
-                return f.read()
+                return f.read(size)
     raise FileNotFoundError(f"{path}[.gz] not found")
 
 
-def mnist(root, split):
+def mnist(root, split, limit=0):
     name = "train-images-idx3-ubyte" if split == "train" else "t10k-images-idx3-ubyte"
-    raw = _read(os.path.join(root, "mnist", name))
+    raw = _read(os.path.join(root, "mnist", name), 16 + limit * 784 if limit else -1)
     magic, n, h, w = np.frombuffer(raw[:16], ">u4")
     assert magic == 0x803 and h == 28 and w == 28, f"{name}: not an MNIST idx3 image file"
+    if limit:  # only the images needed were read
+        n = min(n, limit)
     return torch.from_numpy(np.frombuffer(raw, np.uint8, n * h * w, 16).reshape(n, h * w).copy())
 
 
@@ -38,7 +41,7 @@ def cifar10(root, split, limit=0):
 
 
 def load(dataset, root, split, limit=0):
-    imgs = mnist(root, split) if dataset == "mnist" else cifar10(root, split, limit)
+    imgs = mnist(root, split, limit) if dataset == "mnist" else cifar10(root, split, limit)
     return imgs[:limit] if limit else imgs
 
 

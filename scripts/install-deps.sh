@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages lingen needs, if any is missing.
-#   install-deps.sh run    to build and run lingen (compare --plot also wants python3-matplotlib)
+#   install-deps.sh run    to build and run lingen (scripts/plot_compare.py also wants python3-matplotlib)
 #   install-deps.sh test   to run the tests too (cmocka, PyTorch for the reference)
 set -euo pipefail
 PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev zlib1g-dev libstb-dev python3 python3-matplotlib"

@@ -69,9 +69,9 @@ def phi(u):
 
     Not F.elu(u) + 1: that is exp(u) - 1 + 1, which cancels (to 0 in float32 below u = -17,
     in steps of 6e-8 above). Trained models have keys with phi down to 1e-15, and on the first
-    50 CIFAR-10 test images the cancelling form moved the session-4 linear model's bits/dim by
-    0.005 against float64 and the C engine (which takes exp(u)). Up to session 4 the models were
-    trained with the cancelling form. exp of min(u, 0): no inf, so no NaN gradient, above 0.
+    50 CIFAR-10 test images the cancelling form moves a linear model's bits/dim by 0.005
+    against float64 and the C engine (which takes exp(u)). exp of min(u, 0): no inf, so no NaN
+    gradient, above 0.
     """
     return torch.where(u > 0, u + 1.0, torch.exp(u.clamp(max=0.0)))
 
@@ -86,10 +86,10 @@ def causal_linear_attention(q, k, v, chunk=64, mixed=False):
     Across chunks: the running state S = sum phi(k) v^T and z = sum phi(k) of earlier chunks.
     Same numbers as the step form out_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps).
 
-    Computed in float32 (float64 stays float64), also under bf16 autocast. Sessions 1-2 ran
-    it in bf16, and phi(u) = elu(u) + 1 in bf16 cancels: at u = -6 it is 0 or 2^-8 instead of
-    0.0025. On 20 MNIST test images that cost the linear model 0.075 bits/dim (0.914 against
-    0.839); the bf16 sums across chunks cost under 0.001.
+    Computed in float32 (float64 stays float64), also under bf16 autocast: phi(u) = elu(u) + 1
+    in bf16 cancels (at u = -6 it is 0 or 2^-8 instead of 0.0025), which on 20 MNIST test
+    images costs a linear model 0.075 bits/dim (0.914 against 0.839); bf16 sums across chunks
+    alone cost under 0.001.
 
     mixed=True (an option for training, under autocast): phi, the sums across chunks (S, z),
     the normaliser and the division in float32, the products in the autocast dtype (tensor
@@ -200,7 +200,11 @@ class Layer(nn.Module):
 
 
 class Model(nn.Module):
-    def __init__(self, cfg, dropout=0.0):
+    """The network of a Config. The options change how it trains, not its weights or its file:
+    dropout (residual branches and feed-forward), and the linear attention's chunk length and
+    mixed precision (causal_linear_attention's chunk, mixed)."""
+
+    def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False):
         super().__init__()
         self.cfg = cfg
         self.emb = nn.Embedding(257, cfg.d // 2)
@@ -210,9 +214,8 @@ class Model(nn.Module):
         self.register_buffer("pe", positional_encoding(cfg.seq_len, cfg.d // 2), persistent=False)
         for layer in self.layers:
             layer.drop.p = dropout
-        # training options of the linear attention (causal_linear_attention's mixed, chunk)
-        self.mixed_attention = False
-        self.chunk = 64
+        self.chunk = chunk
+        self.mixed_attention = mixed_attention
         self.apply(self._init)
 
     @staticmethod

@@ -91,17 +91,19 @@ def export(model, path, provenance=None, dtype=torch.float32):
     write_safetensors(path, tensors, meta)
 
 
-def load(path, dtype=torch.float32):
-    """Model file -> (Model in eval mode with weights widened to dtype, metadata)."""
+def load(path, dtype=torch.float32, **options):
+    """Model file -> (Model in eval mode with weights widened to dtype, metadata).
+    options: Model's training options (dropout, chunk, mixed_attention)."""
     tensors, meta = read_safetensors(path)
     cfg = config_from_metadata(meta)
-    m = Model(cfg)
+    m = Model(cfg, **options)
     m.load_state_dict({k: v.to(dtype) for k, v in tensors.items()})
     return m.to(dtype).eval(), meta
 
 
 def main():
-    ap = argparse.ArgumentParser(description="export a training checkpoint (train.py) to a lingen model file")
+    ap = argparse.ArgumentParser(description="export a training checkpoint (train.py --ckpt: its raw, not its "
+                                             "averaged, weights) to a lingen model file, with the recipe it records")
     ap.add_argument("checkpoint")
     ap.add_argument("out")
     ap.add_argument("--dtype", default="f16", choices=["f32", "f16", "bf16"])

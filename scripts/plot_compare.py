@@ -41,9 +41,10 @@ def plot(cmp, out):
                 label=f'{row["row"]}. {row["name"]}' + (" (sampled positions)" if row["extrapolated"] else ""))
     ax.set_yscale("log")
     ax.set_ylabel(f'seconds per step, batch of {cmp["batch"]}')
-    ax.set_title(f'lingen compare: {cmp["dataset"]}, N = {cmp["seq_len"]}, {cmp["threads"]} threads')
+    fig.suptitle(f'lingen compare: {cmp["dataset"]}, N = {cmp["seq_len"]}, {cmp["threads"]} threads')
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    # Above the axes, not over them: rows 3-4 span the whole height, no corner is free.
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=2, frameon=False)
     if mem:
         mx = axes[1][0]
         for row in mem:
@@ -53,7 +54,7 @@ def plot(cmp, out):
         mx.set_ylabel("resident memory, MB")
         mx.set_ylim(bottom=0)
         mx.grid(True, alpha=0.3)
-        mx.legend(fontsize=8)
+        mx.legend(fontsize=8, loc="lower right")   # both lines are in the upper half (ylim from 0)
         ax = mx
     ax.set_xlabel("position (sub-pixel index)")
     fig.tight_layout()

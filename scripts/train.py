@@ -1,20 +1,28 @@
-"""Train a lingen model (MNIST or CIFAR-10, linear or softmax attention).
+"""Train a lingen model (MNIST or CIFAR-10, linear or softmax attention) on one GPU or,
+data-parallel, on all the GPUs of a host.
 
-The recipe (see models/README.md): AdamW, bf16 autocast, gradient clipping (--clip), a
-warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant,
-then a linear decay to zero over the last --decay fraction of the budget) and an
-exponential moving average of the weights (--ema). At the end both the raw and the
-averaged weights are evaluated on the test images; the better one is exported and the
-metadata says which. Training
-continues across sessions by starting from the shipped model file (--init), a warm
-restart; within a session it resumes from --ckpt if that exists.
+The default recipe: AdamW, bf16 autocast, gradient clipping at global norm --clip, a
+warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant, then a
+linear decay to zero over the last --decay fraction of the budget), the training images
+shuffled every epoch, and an exponential moving average of the weights (--ema). The paper's
+recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --dropout 0.1
+--ema 0, with --lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10). At the end the raw and the averaged weights are evaluated on the test images; the better one
+is exported, and the model file's metadata records the recipe.
 
-GPU:  python3 scripts/train.py --dataset mnist --attention linear --minutes 20 \
-          --init models/mnist.bin --export models/mnist.bin --compile
-CPU smoke test (tiny): python3 scripts/train.py --tiny --steps 20 --limit 64 --device cpu ...
+A run continues from a model file (--init, a warm restart: fresh optimizer state), or exactly
+where it stopped from a checkpoint (--ckpt: read if it exists, written at every evaluation and
+at the end).
+
+Data-parallel: torchrun starts one process per GPU. Each reads its --batch images of every
+global batch of N x --batch and DistributedDataParallel averages the gradients, so N processes
+train as one process with batch N x --batch would. Rank 0 evaluates, logs and writes the files.
+
+One GPU:  python3 scripts/train.py --dataset mnist --minutes 20 --init models/mnist.bin \\
+              --export models/mnist.bin --compile
+N GPUs:   torchrun --standalone --nproc_per_node=N scripts/train.py ARGS   (the same ARGS)
+CPU (tiny model, seconds): python3 scripts/train.py --tiny --device cpu --steps 20 --limit 64 ...
 """
 import argparse
-import functools
 import json
 import math
 import os
@@ -22,38 +30,24 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 import data
 import modelfile
-from graphstep import GraphedStep
 from model import CIFAR10, MNIST, Config, Model, bits_per_dim, inputs_targets, training_loss
 
-
-def log(rec, path):
-    rec["time"] = round(time.time(), 1)
-    line = json.dumps(rec)
-    print(line, flush=True)
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
-
-
-def lr_at(frac, step, a):
-    """Warmup (steps), then constant, then linear decay to 0 over the last a.decay of the budget."""
-    w = min(1.0, (step + 1) / a.warmup)
-    d = min(1.0, (1.0 - frac) / a.decay) if a.decay > 0 else 1.0
-    return a.lr * w * max(d, 0.0)
+TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)   # --tiny, for tests
+BETAS = {"adamw": (0.9, 0.95), "radam": (0.9, 0.999)}
+CHECK_EVERY = 50    # steps between reading the loss back and checking the budget (a host-GPU sync)
+LOG_EVERY = 200     # steps between log lines
+UNTIMED = 3         # the first steps compile: kept out of the budget
+# NVLink multicast stays off: a program that uses it can put a shared host's GPUs out of
+# service, and the all-reduce of data-parallel training does not need it
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def evaluate(model, images, batch, device, amp):
-    model.eval()
-    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-        bpd, per = bits_per_dim(model, images.to(device), batch)
-    model.train()
-    return bpd, per.std().item() / math.sqrt(len(per))
-
-
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", default="mnist", choices=["mnist", "cifar10"])
     ap.add_argument("--attention", default="linear", choices=["linear", "softmax"])
@@ -66,14 +60,21 @@ def main():
     ap.add_argument("--snapshot", help="write the current weights here (F16 model file) at every evaluation")
     ap.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for training")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: budget only)")
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=64,
+                    help="images per step and process (the global batch is N times this on N processes)")
     ap.add_argument("--lr", type=float, default=2e-4)
-    ap.add_argument("--wd", type=float, default=0.01)
-    ap.add_argument("--warmup", type=int, default=500)
-    ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying")
+    ap.add_argument("--wd", type=float, default=0.01, help="decoupled weight decay")
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "radam"],
+                    help="AdamW, betas (0.9, 0.95); or RAdam, betas (0.9, 0.999), as the paper")
+    ap.add_argument("--schedule", default="wsd", choices=["wsd", "constant"],
+                    help="wsd: warmup, constant, linear decay to 0 (--warmup, --decay); constant: --lr throughout")
+    ap.add_argument("--warmup", type=int, default=500, help="steps of linear warmup (wsd)")
+    ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying (wsd)")
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--clip", type=float, default=1.0,
-                    help="clip the gradient's global norm to this (0: no clipping, as the paper's code)")
+    ap.add_argument("--clip", type=float, default=1.0, help="clip the gradient's norm to this (0: no clipping)")
+    ap.add_argument("--clip-mode", default="global", choices=["global", "per-tensor"],
+                    help="clip the norm of all gradients together, or of each parameter tensor's (the paper)")
+    ap.add_argument("--no-shuffle", action="store_true", help="read the training images in file order (the paper)")
     ap.add_argument("--ema", type=float, default=0.999, help="weight EMA decay per step (0: none)")
     ap.add_argument("--ema-every", type=int, default=1,
                     help="update the EMA every K steps (decay to the power K): less host time per step")
@@ -88,237 +89,440 @@ def main():
                     help="linear attention's products in bf16, its phi and sums in float32 (model.py)")
     ap.add_argument("--chunk", type=int, default=64, help="linear attention's chunk length (model.py)")
     ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--whole-graph", action="store_true",
-                    help="capture the whole step (forward, backward, clipping, AdamW, EMA) in one CUDA graph "
-                         "and replay it (graphstep.py; CUDA only): the host queues one replay per step "
-                         "(exact, but no faster for MNIST at batch 16: the GPU bounds that step)")
     ap.add_argument("--compile-mode", default="default",
                     help="torch.compile mode (reduce-overhead: CUDA graphs, for small batches)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--whole-graph", action="store_true",
+                    help="capture the whole step (forward, backward, clipping, AdamW, EMA) in one CUDA graph "
+                         "and replay it (dev/graphstep.py; one CUDA process, AdamW, global clipping): exact, "
+                         "but no faster for MNIST at batch 16, where the GPU bounds the step")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help="under torchrun: cuda (one GPU per process, NCCL) or cpu (gloo)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     if a.ema_every < 1:
         ap.error("--ema-every must be at least 1")
-    if a.whole_graph and not a.device.startswith("cuda"):
-        ap.error("--whole-graph needs a CUDA device")
+    if a.minutes <= 0 or a.batch < 1:
+        ap.error("--minutes and --batch must be positive")
+    if a.whole_graph and (not a.device.startswith("cuda") or int(os.environ.get("WORLD_SIZE", "1")) > 1
+                          or a.optimizer != "adamw" or a.clip_mode != "global"):
+        ap.error("--whole-graph needs one CUDA process, --optimizer adamw and --clip-mode global")
+    return a
 
+
+def setup_distributed(a):
+    """-> (rank, number of processes, device). Under torchrun (WORLD_SIZE > 1) each process
+    takes the GPU of its LOCAL_RANK and joins the group through NCCL, or gloo on the CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, torch.device(a.device)
+    for k, v in NO_MULTICAST.items():
+        os.environ.setdefault(k, v)
+    if a.device.startswith("cuda"):
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl")
+    else:
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo")
+    return dist.get_rank(), world, dev
+
+
+def build_model(a):
+    """The weights of --init if that file exists (a warm restart), else new ones.
+    -> (model, the training so far as the init file records it)"""
+    options = dict(dropout=a.dropout, chunk=a.chunk, mixed_attention=a.mixed_attention)
+    so_far = {"gpu_seconds": 0.0, "epochs": 0.0, "steps": 0, "history": []}
+    if a.init and os.path.exists(a.init):
+        model, meta = modelfile.load(a.init, **options)
+        for k in ("gpu_seconds", "epochs", "steps"):
+            so_far[k] = type(so_far[k])(float(meta.get(k, 0)))
+        so_far["history"] = json.loads(meta.get("history", "[]"))
+        return model, so_far
+    base = MNIST if a.dataset == "mnist" else CIFAR10
+    cfg = Config(**{**base.as_dict(), "attention": a.attention, **(TINY if a.tiny else {})})
+    return Model(cfg, **options), so_far
+
+
+class BatchOrder:
+    """Which training images a step reads: a function of the step alone, so that a resumed run
+    reads what an unbroken one would. Epoch e is a permutation seeded by (seed, e), or the file's
+    order; it is cut into global batches (a last partial one is dropped), and each process takes
+    its own `batch` rows of every global batch."""
+
+    def __init__(self, n, global_batch, shuffle, seed, dev):
+        self.n, self.global_batch, self.shuffle, self.seed, self.dev = n, global_batch, shuffle, seed, dev
+        self.epoch, self.perm = None, None
+
+    def rows(self, step, rank, batch):
+        epoch, i = divmod(step, self.n // self.global_batch)
+        if epoch != self.epoch:
+            g = torch.Generator().manual_seed(self.seed * 100003 + epoch)
+            self.perm = (torch.randperm(self.n, generator=g) if self.shuffle else torch.arange(self.n)).to(self.dev)
+            self.epoch = epoch
+        start = i * self.global_batch + rank * batch
+        return self.perm[start:start + batch]
+
+
+def lr_at(a, frac, step):
+    """The learning rate at `step` of this run, `frac` of the budget spent. wsd: linear warmup
+    over --warmup steps, then constant, then a linear decay to 0 over the last --decay of the budget."""
+    if a.schedule == "constant":
+        return a.lr
+    w = min(1.0, (step + 1) / max(1, a.warmup))
+    d = min(1.0, (1.0 - frac) / a.decay) if a.decay > 0 else 1.0
+    return a.lr * w * max(d, 0.0)
+
+
+class RAdamW(torch.optim.RAdam):
+    """RAdam with decoupled weight decay, as the paper trains: each step first shrinks the
+    weights by lr * wd (as AdamW does), then takes RAdam's step without decay. PyTorch 1.13's
+    RAdam only adds the decay to the gradient; newer ones do this with decoupled_weight_decay."""
+
+    def __init__(self, params, lr, betas, weight_decay):
+        super().__init__(params, lr=lr, betas=betas, eps=1e-8, weight_decay=0.0)
+        for g in self.param_groups:
+            g["decoupled_wd"] = weight_decay
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for g in self.param_groups:
+            params = [p for p in g["params"] if p.grad is not None]
+            if params and g["decoupled_wd"]:
+                torch._foreach_mul_(params, 1.0 - g["lr"] * g["decoupled_wd"])
+        return super().step(closure)
+
+
+def make_optimizer(a, params, dev):
+    if a.optimizer == "radam":
+        return RAdamW(params, lr=a.lr, betas=BETAS["radam"], weight_decay=a.wd)
+    fused = {"fused": True} if dev.type == "cuda" else {}
+    return torch.optim.AdamW(params, lr=a.lr, betas=BETAS["adamw"], weight_decay=a.wd, **fused)
+
+
+def clip_gradients(params, clip, mode, need_norm):
+    """Clip the gradients to norm `clip`: the norm of all of them together (global), or each
+    tensor's own (per-tensor). -> the global norm before clipping, or None when neither the
+    clipping nor the log needs it (taking it costs host time at every step)."""
+    if clip > 0 and mode == "per-tensor":
+        grads = [p.grad for p in params if p.grad is not None]
+        norms = torch.stack(torch._foreach_norm(grads))
+        for g, c in zip(grads, (clip / (norms + 1e-6)).clamp(max=1.0).unbind()):
+            g.mul_(c)
+        return norms.norm()
+    if clip > 0 or need_norm:
+        return torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
+    return None
+
+
+class Ema:
+    """An exponential moving average of the weights, in float32. Its decay ramps up as
+    (1 + n) / (10 + n), so that a short run averages few steps. Updated every `every` steps with
+    the decay of that many, it covers the same span of training for less host time per step
+    (its many small kernels cost about 0.55 ms of host time per MNIST step at batch 16)."""
+
+    def __init__(self, params, decay, every):
+        self.tensors = [p.detach().clone() for p in params]
+        self.decay, self.every = decay, every
+
+    def weight(self, n):
+        """The weight of the new weights in the average after step n of this run (0: no update)."""
+        if (n + 1) % self.every:
+            return 0.0
+        return 1.0 - min(self.decay, (1 + n) / (10 + n)) ** self.every
+
+    @torch.no_grad()
+    def update(self, params, w):
+        if w == 0:
+            return
+        params = [p.detach() for p in params]
+        if hasattr(torch, "_foreach_lerp_"):  # one kernel for all tensors (PyTorch 2)
+            torch._foreach_lerp_(self.tensors, params, w)
+        else:
+            for e, p in zip(self.tensors, params):
+                e.lerp_(p, w)
+
+    def model(self, cfg, dev):
+        """A model holding the averaged weights."""
+        m = Model(cfg).to(dev)
+        with torch.no_grad():
+            for q, e in zip(m.parameters(), self.tensors):
+                q.copy_(e)
+        return m
+
+
+class Loss(torch.nn.Module):
+    """The training loss as a module, so that torch.compile takes the model and the loss as one
+    graph, and DistributedDataParallel can wrap them."""
+
+    def __init__(self, model, amp):
+        super().__init__()
+        self.model, self.amp = model, amp
+
+    def forward(self, inp, tgt):
+        return training_loss(self.model, inp, tgt, self.amp)
+
+
+def loss_functions(a, loss, world, dev):
+    """The loss functions to train with, best first. One process: torch.compile in the mode
+    asked for, then in its default mode, then eager; a failure moves on to the next. Several:
+    DistributedDataParallel around the compiled module, as torch.compile's documentation advises,
+    and nothing to fall back to (a second DDP on the same weights would also reduce their
+    gradients)."""
+    compiled = a.compile and hasattr(torch, "compile")
+    if world > 1:
+        inner = torch.compile(loss, mode=a.compile_mode) if compiled else loss
+        ids = [dev.index] if dev.type == "cuda" else None
+        return [DistributedDataParallel(inner, device_ids=ids, broadcast_buffers=False)]
+    fns = [loss]
+    if compiled:
+        fns = [torch.compile(loss, mode=m) for m in dict.fromkeys([a.compile_mode, "default"])] + fns
+    return fns
+
+
+def forward_backward(fns, opt, inp, tgt, cuda_graphs):
+    """The loss and its gradients by the first of fns that works (see loss_functions); a failure
+    of torch.compile, also one in the backward as CUDA graphs can give, must not cost the run."""
+    while True:
+        try:
+            opt.zero_grad(set_to_none=True)
+            if cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()  # one CUDA graph replay per step
+            loss = fns[0](inp, tgt)
+            loss.backward()
+            return loss
+        except Exception as e:
+            if len(fns) == 1:
+                raise
+            fns.pop(0)
+            print(f"torch.compile failed ({e!r:.300}); now {'eager' if len(fns) == 1 else 'compile default'}",
+                  file=sys.stderr)
+            if hasattr(torch, "_dynamo"):  # drop what the failed mode compiled
+                torch._dynamo.reset()
+
+
+def whole_graph_step(a, loss, model, batch, dev, ema):
+    """The step to capture whole in one CUDA graph (dev/graphstep.py), once any optimizer state
+    is loaded into its .opt."""
+    from dev.graphstep import GraphedStep
+    return GraphedStep(model, torch.compile(loss), batch, model.cfg.seq_len, dev, BETAS["adamw"], a.wd, a.clip,
+                       ema.tensors if ema else None)
+
+
+def synced(loss, out_of_time, world):
+    """The loss over the global batch, and whether any process has spent its budget, on every
+    process (one all-reduce): all processes must stop at the same step."""
+    t = torch.stack([loss.detach().float(), torch.tensor(float(out_of_time), device=loss.device)])
+    if world > 1:
+        dist.all_reduce(t)
+        t[0] /= world
+    lv, stop = t.tolist()
+    return lv, stop > 0
+
+
+def evaluate(model, images, batch, device, amp):
+    model.eval()
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+        bpd, per = bits_per_dim(model, images.to(device), batch)
+    model.train()
+    return bpd, per.std().item() / math.sqrt(len(per))
+
+
+def final_evaluation(a, model, ema, test, dev):
+    """The raw and the averaged weights, each rounded to the export dtype as it will be shipped,
+    evaluated in float32: -> (which, (bpd, se), the rounded model, the unrounded one, all bpds)."""
+    export_dtype = modelfile.DTYPES[a.export_dtype.upper()]
+    final = {}
+    for kind, m in [("raw", model)] + ([("ema", ema.model(model.cfg, dev))] if ema else []):
+        rounded = Model(model.cfg).to(dev).eval()
+        rounded.load_state_dict({k: v.to(export_dtype).float() for k, v in m.state_dict().items()})
+        final[kind] = (evaluate(rounded, test, 100, dev, amp=False), rounded, m)
+    kind = min(final, key=lambda k: final[k][0][0])
+    return (kind, *final[kind], {k: v[0][0] for k, v in final.items()})
+
+
+def recipe(a, cfg, world, batch, graphed, weights):
+    """The recipe as the model file records it: one line of text, and the main choices as keys."""
+    b1, b2 = BETAS[a.optimizer]
+    name = "AdamW" if a.optimizer == "adamw" else "RAdam"
+    linear = cfg.attention == "linear"
+    text = (f"{name}(lr={a.lr}, betas=({b1},{b2}), wd={a.wd}{' decoupled' if a.optimizer == 'radam' else ''}), "
+            f"batch {batch * world}{f' ({world} processes x {batch})' if world > 1 else ''}, "
+            + (f"warmup {a.warmup}, decay {a.decay}" if a.schedule == "wsd" else "constant lr")
+            + f", dropout {a.dropout}, bf16 autocast"
+            + (" (linear attention mixed)" if a.mixed_attention and linear else "")
+            + (f", chunk {a.chunk}" if a.chunk != 64 else "")
+            + (f", clip {a.clip}{' per tensor' if a.clip_mode == 'per-tensor' else ''}" if a.clip > 0 else
+               ", no clipping")
+            + f", EMA {a.ema}{f' every {a.ema_every} steps' if a.ema_every > 1 else ''} ({weights} weights shipped)"
+            + (", whole step in one CUDA graph" if graphed else "")
+            + (", file order" if a.no_shuffle else ", shuffled"))
+    return {"trained_by": "scripts/train.py", "recipe": text, "optimizer": a.optimizer, "lr": a.lr,
+            "batch": batch * world, "processes": world, "schedule": a.schedule, "clip_mode": a.clip_mode,
+            "shuffle": int(not a.no_shuffle)}
+
+
+def totals(so_far, step, epochs, elapsed, world):
+    """The training behind the weights, the init file's included (GPU seconds: of all processes)."""
+    return {"steps": so_far["steps"] + step, "epochs": round(epochs, 3),
+            "gpu_seconds": round(so_far["gpu_seconds"] + elapsed * world, 1)}
+
+
+def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance):
+    """Renamed into place: whole or not at all. provenance: the model file's metadata so far, so
+    that modelfile.py can export the checkpoint with its recipe."""
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed,
+                "curve": curve, "config": model.cfg.as_dict(), "ema": ema.tensors if ema else None,
+                "provenance": provenance}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def log(rec, path):
+    rec["time"] = round(time.time(), 1)
+    line = json.dumps(rec)
+    print(line, flush=True)
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def main():
+    a = parse_args()
+    rank, world, dev = setup_distributed(a)
     torch.manual_seed(a.seed)
-    dev = torch.device(a.device)
     amp = dev.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 evaluation must be fp32
     torch.backends.cudnn.allow_tf32 = False
 
-    base = MNIST if a.dataset == "mnist" else CIFAR10
-    prov = {"gpu_seconds": 0.0, "epochs": 0.0, "steps": 0, "history": []}
-    if a.init and os.path.exists(a.init):
-        model, meta = modelfile.load(a.init)
-        for k in ("gpu_seconds", "epochs", "steps"):
-            prov[k] = type(prov[k])(float(meta.get(k, 0)))
-        prov["history"] = json.loads(meta.get("history", "[]"))
-        print(f"warm restart from {a.init}: {prov['epochs']:.1f} epochs so far", file=sys.stderr)
-    else:
-        cfg = Config(**{**base.as_dict(), "attention": a.attention})
-        if a.tiny:
-            cfg = Config(**{**cfg.as_dict(), "n_layers": 2, "n_heads": 4, "d_head": 8, "d_ff": 64, "n_mix": 3})
-        model = Model(cfg)
-    for layer in model.layers:
-        layer.drop.p = a.dropout
-    model.mixed_attention = a.mixed_attention
-    model.chunk = a.chunk
-    cfg = model.cfg
+    # ---- the model, the data, the optimizer
+    model, so_far = build_model(a)
+    if rank == 0 and so_far["epochs"]:
+        print(f"warm restart from {a.init}: {so_far['epochs']:.1f} epochs so far", file=sys.stderr)
     model = model.to(dev).train()
-
-    train = data.load(a.dataset, a.data, "train", a.limit)
-    test = data.load(a.dataset, a.data, "test", a.final_eval if a.final_eval < 10000 else 0)
-    train = train.to(dev)
+    cfg, params = model.cfg, list(model.parameters())
+    if world > 1:
+        torch.manual_seed(a.seed + 1 + rank)  # each process draws its own dropout masks
+    train = data.load(a.dataset, a.data, "train", a.limit).to(dev)
+    test = data.load(a.dataset, a.data, "test", a.final_eval if a.final_eval < 10000 else 0) if rank == 0 else None
     n_train = train.shape[0]
-    bs = min(a.batch, n_train)
+    batch = min(a.batch, n_train // world)
+    if batch < 1:
+        sys.exit(f"train.py: {n_train} training images are too few for {world} processes")
+    # a warm restart (its init file records steps) reads new permutations
+    order = BatchOrder(n_train, batch * world, not a.no_shuffle, a.seed + so_far["steps"], dev)
+    per_step = batch * world / n_train   # epochs per step
 
-    loss_fn = functools.partial(training_loss, model, amp=amp)
-    # the averaged weights, fp32; the decay ramps up as (1+n)/(10+n) so that a short run averages few steps
-    ema = [p.detach().clone() for p in model.parameters()] if a.ema > 0 else None
-    betas = (0.9, 0.95)
-    ck = torch.load(a.ckpt, map_location=dev) if a.ckpt and os.path.exists(a.ckpt) else None
+    ema = Ema(params, a.ema, a.ema_every) if a.ema > 0 else None
+    loss_module = Loss(model, amp)
+    graphed = whole_graph_step(a, loss_module, model, batch, dev, ema) if a.whole_graph else None
+    opt = graphed.opt if graphed else make_optimizer(a, params, dev)
 
-    def plain_optimizer():
-        fused = {"fused": True} if dev.type == "cuda" else {}
-        return torch.optim.AdamW(model.parameters(), lr=a.lr, betas=betas, weight_decay=a.wd, **fused)
-    graphed = GraphedStep(model, torch.compile(loss_fn), bs, cfg.seq_len, dev, betas, a.wd, a.clip,
-                          ema) if a.whole_graph else None
-    opt = graphed.opt if graphed else plain_optimizer()
+    # ---- resume: step and elapsed count the whole run, across resumes
     step, elapsed, curve = 0, 0.0, []
+    ck = torch.load(a.ckpt, map_location=dev) if a.ckpt and os.path.exists(a.ckpt) else None
     if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
-        if ema is not None and ck.get("ema") is not None:
-            for e, v in zip(ema, ck["ema"]):
+        if ema and ck.get("ema") is not None:
+            for e, v in zip(ema.tensors, ck["ema"]):
                 e.copy_(v)
         step, elapsed, curve = ck["step"], ck["elapsed"], ck["curve"]
-        print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
+        if rank == 0:
+            print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
     if graphed:
         try:
             graphed.capture(random=a.dropout > 0)
-        except Exception as e:  # a failed capture must not cost the run: plain steps instead
+        except Exception as e:
             print(f"capturing the whole step failed ({e!r:.300}); plain steps", file=sys.stderr)
-            graphed, opt = None, plain_optimizer()
+            graphed, opt = None, make_optimizer(a, params, dev)
             if ck is not None:
                 opt.load_state_dict(ck["opt"])
+    fns = loss_functions(a, loss_module, world, dev)
+    cuda_graphs = a.compile and a.compile_mode == "reduce-overhead" and hasattr(torch, "compiler")
 
-    def ema_weight(n):
-        """The weight of the new weights in the average after step n (0: no update).
-        The EMA costs 0.55 ms of host time per MNIST step at batch 16 (session 7), so
-        --ema-every K updates only every K-th step, with the decay of K steps; the average
-        covers the same span of training."""
-        if ema is None or (n + 1) % a.ema_every:
-            return 0.0
-        return 1.0 - min(a.ema, (1 + n) / (10 + n)) ** a.ema_every
+    ckpt_recipe = recipe(a, cfg, world, batch, graphed, "raw")  # a checkpoint holds the raw weights
 
-    def ema_update(w):
-        if w > 0:
-            with torch.no_grad():
-                params = [p.detach() for p in model.parameters()]
-                if hasattr(torch, "_foreach_lerp_"):  # one kernel for all tensors (PyTorch 2)
-                    torch._foreach_lerp_(ema, params, w)
-                else:
-                    for e, p in zip(ema, params):
-                        e.lerp_(p, w)
-
-    def averaged():
-        """A copy of the model holding the EMA weights (the model itself when there is no EMA)."""
-        if ema is None:
-            return model
-        m = Model(cfg).to(dev)
-        with torch.no_grad():
-            for q, e in zip(m.parameters(), ema):
-                q.copy_(e)
-        return m
-
-    # the forward to use, best first: torch.compile in the mode asked for, in its default mode,
-    # eager; a failure (also one in the backward, as CUDA graphs can give) moves on to the next
-    fwds = [loss_fn]
-    if a.compile and hasattr(torch, "compile"):
-        fwds = [torch.compile(loss_fn, mode=m) for m in dict.fromkeys([a.compile_mode, "default"])] + fwds
-    cuda_graphs = len(fwds) > 1 and a.compile_mode == "reduce-overhead" and hasattr(torch, "compiler")
-
-    def save_ckpt():
-        if a.ckpt:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                        "elapsed": elapsed, "curve": curve, "config": cfg.as_dict(), "ema": ema}, a.ckpt + ".tmp")
-            os.replace(a.ckpt + ".tmp", a.ckpt)
-
-    def plain_step(inp, tgt, lr, ema_w, logged):
-        """One training step, its kernels queued one by one; returns the loss and the gradient's
-        norm (None when neither clipping nor the log needs it)."""
-        for g in opt.param_groups:
-            g["lr"] = lr
-        while True:
-            try:
-                opt.zero_grad(set_to_none=True)
-                if cuda_graphs:
-                    torch.compiler.cudagraph_mark_step_begin()  # one CUDA graph replay per step
-                loss = fwds[0](inp, tgt)
-                loss.backward()
-                break
-            except Exception as e:  # a torch.compile failure must not cost the run
-                if len(fwds) == 1:
-                    raise
-                fwds.pop(0)
-                print(f"torch.compile failed ({e!r:.300}); now {'eager' if len(fwds) == 1 else 'compile default'}",
-                      file=sys.stderr)
-                if hasattr(torch, "_dynamo"):  # drop what the failed mode compiled
-                    torch._dynamo.reset()
-        # the norm costs 1.4 ms of host time per MNIST step (session 7): without clipping, take it
-        # only for the steps that log it
-        gn = None
-        if a.clip > 0 or logged:
-            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip if a.clip > 0 else math.inf)
-        opt.step()
-        ema_update(ema_w)
-        return loss, gn
-
+    # ---- the training loop
     budget = a.minutes * 60
-    step0, t_last_eval = 0, time.time()  # step counts this session's steps
-    perm, pi = torch.randperm(n_train, device=dev), 0
-    t_prev = time.time()
-    smooth = None
-    while elapsed < budget and not (a.steps and step - step0 >= a.steps):
-        if pi + bs > n_train:
-            perm, pi = torch.randperm(n_train, device=dev), 0
-        inp, tgt = inputs_targets(train[perm[pi:pi + bs]])
-        pi += bs
-        lr = lr_at(elapsed / budget, step - step0, a)
-        logged = (step + 1) % 200 == 0 or step + 1 - step0 <= 3
+    start, elapsed_start = step, elapsed   # this process's first step and the run's time then
+    t_prev = t_check = t_eval = time.time()
+    step_check, smooth = step, None
+    while not (a.steps and step >= a.steps):
+        fresh = step - start < UNTIMED
+        inp, tgt = inputs_targets(train[order.rows(step, rank, batch)])
+        lr = lr_at(a, elapsed / budget, step)
+        logged = rank == 0 and ((step + 1) % LOG_EVERY == 0 or fresh)
         if graphed:
-            loss, gn = graphed(inp, tgt, lr, ema_weight(step - step0)), graphed.gnorm
+            loss, gn = graphed(inp, tgt, lr, ema.weight(step) if ema else 0.0), graphed.gnorm
         else:
-            loss, gn = plain_step(inp, tgt, lr, ema_weight(step - step0), logged)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            loss = forward_backward(fns, opt, inp, tgt, cuda_graphs)
+            gn = clip_gradients(params, a.clip, a.clip_mode, logged)
+            opt.step()
+            if ema:
+                ema.update(params, ema.weight(step))
         step += 1
         now = time.time()
-        if step - step0 > 3:  # the first steps compile: keep them out of the budget
+        if not fresh:
             elapsed += now - t_prev
         t_prev = now
-        if step % 50 == 0 or step - step0 <= 3:
-            lv = loss.item()
+
+        if step % CHECK_EVERY == 0 or fresh:  # the same steps on every process
+            lv, stop = synced(loss, elapsed >= budget, world)
             smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
             if logged:
-                ep = prov["epochs"] + (step - step0) * bs / n_train
-                log({"step": step, "epoch": round(ep, 3), "train_bpd": round(smooth, 4), "lr": lr,
-                     "gnorm": round(gn.item(), 3), "elapsed": round(elapsed, 1),
-                     "img_s": round(50 * bs / max(1e-9, now - getattr(main, "_t50", now - 1)), 1)}, a.log)
-            main._t50 = now
-        if now - t_last_eval > a.eval_every * 60:
-            avg = averaged()
+                log({"step": step, "epoch": round(so_far["epochs"] + step * per_step, 3),
+                     "train_bpd": round(smooth, 4), "lr": lr, "gnorm": round(gn.item(), 3), "elapsed": round(elapsed, 1),
+                     "img_s": round((step - step_check) * batch * world / max(1e-9, now - t_check), 1)}, a.log)
+            step_check, t_check = step, now
+            if stop:
+                break
+
+        if rank == 0 and now - t_eval > a.eval_every * 60:  # the other processes wait in their next step
+            avg = ema.model(cfg, dev) if ema else model
             bpd, se = evaluate(avg, test[:a.eval_subset], 250, dev, amp)
-            raw = evaluate(model, test[:a.eval_subset], 250, dev, amp)[0] if ema is not None else bpd
-            ep = prov["epochs"] + (step - step0) * bs / n_train
+            raw = evaluate(model, test[:a.eval_subset], 250, dev, amp)[0] if ema else bpd
+            ep = so_far["epochs"] + step * per_step
             curve.append([round(ep, 3), round(bpd, 4)])
             log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4),
                  "test_bpd_raw": round(raw, 4)}, a.log)
-            save_ckpt()
+            if a.ckpt:
+                save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
+                                {**totals(so_far, step, ep, elapsed, world), **ckpt_recipe})
             if a.snapshot:
                 modelfile.export(avg, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
-            t_last_eval = time.time()
-            t_prev = t_last_eval
+            t_eval = t_prev = time.time()
 
-    save_ckpt()
-    epochs = prov["epochs"] + (step - step0) * bs / n_train
-    # final evaluation in fp32 of the weights exactly as they will be shipped (rounded to the
-    # export dtype), for the raw and the averaged weights; the better one is exported
-    export_dtype = modelfile.DTYPES[a.export_dtype.upper()]
-    n_eval = min(a.final_eval, test.shape[0])
-    final = {}
-    for kind, m in [("raw", model)] + ([("ema", averaged())] if ema is not None else []):
-        rounded = Model(cfg).to(dev).eval()
-        rounded.load_state_dict({k: v.to(export_dtype).float() for k, v in m.state_dict().items()})
-        final[kind] = (evaluate(rounded, test[:n_eval], 100, dev, amp=False), rounded, m)
-    kind = min(final, key=lambda k: final[k][0][0])
-    (bpd, se), shipped, best = final[kind]
+    if a.ckpt and rank == 0:
+        save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
+                        {**totals(so_far, step, so_far["epochs"] + step * per_step, elapsed, world), **ckpt_recipe})
+    if world > 1:
+        dist.destroy_process_group()
+    if rank != 0:
+        return
+
+    # ---- final evaluation and export (rank 0)
+    epochs, steps = so_far["epochs"] + step * per_step, so_far["steps"] + step
+    timed = max(0, step - start - UNTIMED)   # this process's steps in (elapsed - elapsed_start)
+    kind, (bpd, se), shipped, best, by_kind = final_evaluation(a, model, ema, test, dev)
     f32 = {} if a.no_f32_check else {
-        "test_bpd_fp32_weights": round(evaluate(best.float(), test[:n_eval], 100, dev, amp=False)[0], 5)}
-    log({"final": True, "test_images": n_eval, "weights": kind, **f32,
+        "test_bpd_fp32_weights": round(evaluate(best.float(), test, 100, dev, amp=False)[0], 5)}
+    log({"final": True, "test_images": len(test), "weights": kind, **f32,
          f"test_bpd_{a.export_dtype}_weights": round(bpd, 5), "se": round(se, 5),
-         **{f"test_bpd_{k}": round(v[0][0], 5) for k, v in final.items()},
-         "epochs": round(epochs, 3), "steps": step}, a.log)
+         **{f"test_bpd_{k}": round(v, 5) for k, v in by_kind.items()},
+         "epochs": round(epochs, 3), "steps": step,
+         "img_s": round(timed * batch * world / max(1e-9, elapsed - elapsed_start), 1)}, a.log)
     curve.append([round(epochs, 3), round(bpd, 4)])
     if a.export:
-        hist = prov["history"] + [{"date": time.strftime("%Y-%m-%d"), "epochs": round(epochs, 2),
-                                   "steps": prov["steps"] + step - step0, "lr": a.lr, "batch": bs,
-                                   "minutes": round(elapsed / 60, 1), "curve": curve,
-                                   "test_bpd": round(bpd, 4), "test_images": n_eval,
-                                   "weights": kind, "ema": a.ema}]
-        p = {"steps": prov["steps"] + step - step0, "epochs": round(epochs, 3),
-             "gpu_seconds": round(prov["gpu_seconds"] + elapsed, 1),
-             "test_bits_per_dim": round(bpd, 5), "test_images": n_eval,
-             "date": time.strftime("%Y-%m-%d"), "trained_by": "scripts/train.py",
-             "recipe": f"AdamW(lr={a.lr}, betas=(0.9,0.95), wd={a.wd}), batch {bs}, warmup {a.warmup}, "
-                       f"decay {a.decay}, dropout {a.dropout}, bf16 autocast"
-                       f"{' (linear attention mixed)' if a.mixed_attention and cfg.attention == 'linear' else ''}"
-                       f"{f', chunk {a.chunk}' if a.chunk != 64 else ''}, "
-                       f"{f'clip {a.clip}' if a.clip > 0 else 'no clipping'}, "
-                       f"EMA {a.ema}{f' every {a.ema_every} steps' if a.ema_every > 1 else ''} ({kind} weights shipped)"
-                       f"{', whole step in one CUDA graph' if graphed else ''}",
-             "history": json.dumps(hist, separators=(",", ":"))}
-        modelfile.export(shipped, a.export, p, export_dtype)
+        rec = recipe(a, cfg, world, batch, graphed, kind)
+        hist = so_far["history"] + [{"date": time.strftime("%Y-%m-%d"), "epochs": round(epochs, 2), "steps": steps,
+                                     "lr": a.lr, "batch": batch * world, "minutes": round(elapsed / 60, 1),
+                                     "curve": curve, "test_bpd": round(bpd, 4), "test_images": len(test),
+                                     "weights": kind, "ema": a.ema}]
+        meta = {**totals(so_far, step, epochs, elapsed, world), "test_bits_per_dim": round(bpd, 5),
+                "test_images": len(test), "date": time.strftime("%Y-%m-%d"), **rec,
+                "history": json.dumps(hist, separators=(",", ":"))}
+        modelfile.export(shipped, a.export, meta, modelfile.DTYPES[a.export_dtype.upper()])
         print(f"exported {a.export}", file=sys.stderr)
 
 

@@ -1,6 +1,8 @@
 #include "args.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,29 +19,77 @@ static void args_usage(const Opt *opts, int n_opts, const char *cmd, const char 
         printf("  %-26s %s\n", left, o->help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");
-    printf("\nexit codes: 0 ok, 1 failure, 2 usage error, 130 interrupted\n");
+    printf("\nvalues: --name VALUE, --name=VALUE, -x VALUE or -xVALUE\nexit codes: 0 ok, 1 failure, 2 usage error, 130 or 143 interrupted (SIGINT, SIGTERM)\n");
 }
 
-static int set_value(const Opt *o, const char *v, const char *cmd) {
+/* "-n must be between 1 and 1000000, not '0'": opt is the option as typed (-n, --n or --batch). */
+static int set_value(const Opt *o, const char *opt, const char *v, const char *cmd) {
     if (o->kind == OPT_STR) { *(const char **)o->dst = v; return 0; }
     char *end;
     errno = 0;
     if (o->kind == OPT_INT) {
         long x = strtol(v, &end, 10);
         if (errno || *end || end == v || x < o->min || x > o->max) {
-            fprintf(stderr, "lingen %s: --%s: '%s' is not an integer in %ld..%ld\n", cmd, o->name, v, o->min, o->max);
+            if (o->max == LONG_MAX)
+                fprintf(stderr, "lingen %s: %s must be an integer of at least %ld, not '%s'\n", cmd, opt, o->min, v);
+            else
+                fprintf(stderr, "lingen %s: %s must be between %ld and %ld, not '%s'\n", cmd, opt, o->min, o->max, v);
             return 2;
         }
         *(long *)o->dst = x;
     } else {
         double x = strtod(v, &end);
-        if (errno || *end || end == v) {
-            fprintf(stderr, "lingen %s: --%s: '%s' is not a number\n", cmd, o->name, v);
+        if (errno || *end || end == v || !isfinite(x)) {
+            fprintf(stderr, "lingen %s: %s must be a finite number, not '%s'\n", cmd, opt, v);
             return 2;
         }
         *(double *)o->dst = x;
     }
     return 0;
+}
+
+/* Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+ * neighbours each cost 1 ("sampel" is 1 from "sample"). Words longer than 63 are far from all. */
+static int edit_distance(const char *a, const char *b) {
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 63 || m > 63) return 64;
+    int d[64][64];
+    for (int i = 0; i <= n; i++) d[i][0] = i;
+    for (int j = 0; j <= m; j++) d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+const char *args_nearest(const char *word, const char *const *cands, int n) {
+    const char *best = NULL;
+    int best_d = 3;   /* at most 2 edits, and fewer than the word's length: "x" suggests nothing */
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(word, cands[i]);
+        if (d < best_d && d < (int)strlen(cands[i])) best = cands[i], best_d = d;
+    }
+    return best;
+}
+
+/* "unknown option '--modle'; did you mean '--model'?" */
+static void unknown_option(const char *a, const Opt *opts, int n_opts, const char *cmd) {
+    const char *names[64];
+    int k = 0;
+    for (int j = 0; j < n_opts && k < 63; j++) names[k++] = opts[j].name;
+    names[k++] = "help";
+    size_t len = strcspn(a, "=");
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), a);
+    const char *near = a[1] == '-' ? args_nearest(word + 2, names, k) : NULL;
+    if (near) fprintf(stderr, "lingen %s: unknown option '%s': did you mean '--%s'? (see lingen %s --help)\n", cmd, a, near, cmd);
+    else fprintf(stderr, "lingen %s: unknown option '%s' (see lingen %s --help)\n", cmd, a, cmd);
 }
 
 static int add_pos(const char *a, const char *cmd, const char **pos, int max_pos, int *n_pos) {
@@ -63,22 +113,26 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
         }
         const Opt *o = NULL;
         const char *val = NULL;
+        char opt[64];   /* the option as typed, for messages: "-n", "--batch" */
         if (a[1] == '-') {
             const char *eq = strchr(a + 2, '=');
             size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
             for (int j = 0; j < n_opts; j++)
                 if (strlen(opts[j].name) == len && !strncmp(opts[j].name, a + 2, len)) o = &opts[j];
             if (eq) val = eq + 1;
-        } else if (a[2] == 0) {
+            snprintf(opt, sizeof opt, "--%.*s", (int)(len < 60 ? len : 60), a + 2);
+        } else {   /* -n 2, or attached as getopt allows: -n2, -o/tmp/x.png */
             for (int j = 0; j < n_opts; j++)
                 if (opts[j].short_name == a[1]) o = &opts[j];
+            if (a[2]) val = a + 2;
+            snprintf(opt, sizeof opt, "-%c", a[1]);
         }
         if (!o) {
-            fprintf(stderr, "lingen %s: unknown option '%s' (see lingen %s --help)\n", cmd, a, cmd);
+            unknown_option(a, opts, n_opts, cmd);
             return 2;
         }
         if (o->kind == OPT_FLAG) {
-            if (val) { fprintf(stderr, "lingen %s: --%s takes no value\n", cmd, o->name); return 2; }
+            if (val) { fprintf(stderr, "lingen %s: %s takes no value\n", cmd, opt); return 2; }
             *(int *)o->dst = 1;
             continue;
         }
@@ -86,7 +140,7 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
             if (i + 1 >= argc) { fprintf(stderr, "lingen %s: %s needs a value\n", cmd, a); return 2; }
             val = argv[++i];
         }
-        if (o->kind == OPT_POS ? add_pos(val, cmd, pos, max_pos, n_pos) : set_value(o, val, cmd)) return 2;
+        if (o->kind == OPT_POS ? add_pos(val, cmd, pos, max_pos, n_pos) : set_value(o, opt, val, cmd)) return 2;
     }
     return 0;
 }

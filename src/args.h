@@ -1,5 +1,6 @@
-/* Command-line options, shared by every subcommand: --name VALUE, --name=VALUE, -x VALUE,
- * --help. Errors are usage errors (exit code 2). */
+/* Command-line options, shared by every subcommand: --name VALUE, --name=VALUE, -x VALUE, -xVALUE,
+ * --help. Errors are usage errors (exit code 2): "-n must be between 1 and 1000000, not '0'",
+ * "unknown option '--modle': did you mean '--model'?". */
 #ifndef LINGEN_ARGS_H
 #define LINGEN_ARGS_H
 
@@ -20,4 +21,6 @@ typedef struct {
  * Returns 0 to go on, -1 when --help was printed (exit 0), 2 on a usage error (message printed). */
 int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, const char *cmd,
                const char *summary, const char **pos, int max_pos, int *n_pos);
+/* The candidate nearest to word, if it is within 2 edits (a swap of neighbours is one); else NULL. */
+const char *args_nearest(const char *word, const char *const *cands, int n);
 #endif

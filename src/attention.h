@@ -1,7 +1,7 @@
 /* Causal attention over T new positions of B sequences, continuing from the memory of the
  * t0 positions before them. qkv [B][T][3d] (q | k | v, head h owns columns h*D..h*D+D-1 of
  * each) -> out [B][T][d]. The memory is extended by the T positions. The (image, head) pairs
- * are shared among the OpenMP threads; scratch holds one *_scratch()-sized slice per thread. */
+ * are shared among lingen's threads (threads.h); scratch holds one *_scratch()-sized slice per thread. */
 #ifndef LINGEN_ATTENTION_H
 #define LINGEN_ATTENTION_H
 #include <stddef.h>
@@ -15,9 +15,13 @@
 void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
                       int B, int T, float *scratch);
 size_t linear_attention_scratch(const Config *c, int T);   /* floats */
+/* Arithmetic (FLOPs, a multiply-add counts 2) of one layer's attention over one image's whole
+ * sequence, run T positions per call: what the products compute, masked parts included. */
+double linear_attention_flops(const Config *c, int T);
 
 /* Softmax attention with a KV cache kc, vc [B][H][cap][D] for this layer, scale 1/sqrt(D). */
 void softmax_attention(const Config *c, float *kc, float *vc, int cap, int t0, const float *qkv,
                        float *out, int B, int T, float *scratch);
 size_t softmax_attention_scratch(const Config *c, int T, int cap);
+double softmax_attention_flops(const Config *c, int T);
 #endif

@@ -4,11 +4,11 @@
  * One position at a time this is the RNN: S and z are the whole memory. Several positions
  * at once use the chunked form, which gives the same numbers. */
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 #include "attention.h"
 #include "fastexp.h"
+#include "threads.h"
 
 #define CHUNK 64
 
@@ -26,6 +26,19 @@ static inline void phi_row(float *restrict out, const float *restrict u, int n) 
 size_t linear_attention_scratch(const Config *c, int T) {
     int n = T < CHUNK ? T : CHUNK;
     return (size_t)3 * n * c->d_head + (size_t)n * n + n;   /* Q, K, V of a chunk, A, den */
+}
+
+double linear_attention_flops(const Config *c, int T) {
+    double H = c->n_heads, D = c->d_head, f = 0;
+    if (T == 1) return c->seq_len * H * 4 * D * D;   /* S update and readout, per position */
+    for (int t0 = 0; t0 < c->seq_len; t0 += T) {   /* calls */
+        int len = c->seq_len - t0 < T ? c->seq_len - t0 : T;
+        for (int t = 0; t < len; t += CHUNK) {
+            double n = len - t < CHUNK ? len - t : CHUNK;
+            f += H * (2 * n * n * D * 2 + 2 * n * D * D * 2);   /* QK^T, AV; QS, K^T V */
+        }
+    }
+    return f;
 }
 
 /* The RNN step (paper eq. 16-20):
@@ -84,26 +97,42 @@ static void chunk(int D, int n, float *S, float *z, const float *q, const float 
         for (int a = 0; a < D; a++) z[a] += K[i * D + a];
 }
 
+typedef struct {
+    const Config *c;
+    float *S, *z, *out, *scratch;
+    const float *qkv;
+    int T, pairs, per_item;   /* (image, head) pairs, and how many one parallel item takes */
+    size_t per_thread;
+} Attn;
+
+static void attention_item(void *ctx, int item, int thread) {
+    const Attn *a = ctx;
+    int H = a->c->n_heads, D = a->c->d_head, d = a->c->d, T = a->T;
+    for (int bh = item * a->per_item; bh < a->pairs && bh < (item + 1) * a->per_item; bh++) {
+        int b = bh / H, h = bh % H;
+        float *Sbh = a->S + (size_t)bh * D * D, *zbh = a->z + (size_t)bh * D;
+        const float *q = a->qkv + (size_t)b * T * 3 * d + h * D, *k = q + d, *v = q + 2 * d;
+        float *o = a->out + (size_t)b * T * d + h * D;
+        if (T == 1) {   /* the paper's head width as a constant: out and v stay in registers */
+            if (D == 32) step(32, Sbh, zbh, q, k, v, o);
+            else step(D, Sbh, zbh, q, k, v, o);
+            continue;
+        }
+        for (int t = 0; t < T; t += CHUNK) {
+            int n = T - t < CHUNK ? T - t : CHUNK;
+            size_t r = (size_t)t * 3 * d;
+            chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d,
+                  a->scratch + thread * a->per_thread);
+        }
+    }
+}
+
 void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
                       int B, int T, float *scratch) {
-    int H = c->n_heads, D = c->d_head, d = c->d;
-    size_t per_thread = linear_attention_scratch(c, T);
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            float *Sbh = S + ((size_t)b * H + h) * D * D, *zbh = z + ((size_t)b * H + h) * D;
-            const float *q = qkv + (size_t)b * T * 3 * d + h * D, *k = q + d, *v = q + 2 * d;
-            float *o = out + (size_t)b * T * d + h * D;
-            if (T == 1) {   /* the paper's head width as a constant: out and v stay in registers */
-                if (D == 32) step(32, Sbh, zbh, q, k, v, o);
-                else step(D, Sbh, zbh, q, k, v, o);
-                continue;
-            }
-            for (int t = 0; t < T; t += CHUNK) {
-                int n = T - t < CHUNK ? T - t : CHUNK;
-                size_t r = (size_t)t * 3 * d;
-                chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d,
-                      scratch + omp_get_thread_num() * per_thread);
-            }
-        }
+    int pairs = B * c->n_heads;
+    /* A step's pair is a microsecond of work: take several at once, about 8 items per thread. */
+    int per_item = T > 1 ? 1 : pairs / (8 * threads_count());
+    if (per_item < 1) per_item = 1;
+    Attn a = {c, S, z, out, scratch, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
+    parallel_for((pairs + per_item - 1) / per_item, attention_item, &a, (double)pairs * T);
 }

@@ -1,9 +1,19 @@
-/* The compute ceiling that speeds are measured against: what this machine's sgemm does now,
- * with the threads OpenBLAS was given (a large square product, 1024^3). */
+/* The compute ceiling that speeds are measured against: the best a large sgemm (1024^3) does
+ * now on the same threads and cores as the run. The product is split into items the way the
+ * run's products are, on lingen's threads (threads.h), and done two ways: OpenBLAS's sgemm on
+ * one thread per item, and lingen's own kernel (matmul.h); the faster one is the ceiling.
+ * OpenBLAS's own threading is not used: it may pick other cores and counts, and on a processor
+ * it does not know it falls back to slow kernels, which made a ceiling below the run itself. */
 #ifndef LINGEN_CEILING_H
 #define LINGEN_CEILING_H
-double sgemm_gflops(void);
-/* Measure sgemm now and print, after `label`, the GFLOP/s a run of images_per_s reached
- * (flops_per_image of useful work each) as a fraction of it. */
-void ceiling_report(const char *label, double flops_per_image, double images_per_s);
+typedef struct {
+    double gflops;            /* the ceiling: the larger of the two */
+    double openblas, lingen;  /* GFLOP/s of each way */
+    int threads;
+} Ceiling;
+Ceiling ceiling_measure(void);
+double sgemm_gflops(void);   /* ceiling_measure().gflops */
+/* Measure the ceiling now and print, after `label`, the GFLOP/s a run of images_per_s reached
+ * (flops_per_image of arithmetic each, counted for the form that ran) as a fraction of it. */
+double ceiling_report(const char *label, double flops_per_image, double images_per_s);   /* returns the ceiling */
 #endif

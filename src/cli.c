@@ -1,6 +1,9 @@
 /* What the subcommands share: finding and loading the model and the dataset, threads. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <strings.h>
 
 #include <cblas.h>
 #include <omp.h>
@@ -8,22 +11,18 @@
 
 #include "commands.h"
 #include "reslimits.h"
+#include "threads.h"
 #include "transformer.h"
 
-const char *cli_find_file(const char *flag, const char *dflt) {
-    if (flag) return flag;
-    if (access(dflt, R_OK) == 0) return dflt;
-    static char beside[4096];   /* models/ next to the executable, for runs from elsewhere */
-    ssize_t n = readlink("/proc/self/exe", beside, sizeof beside - 64);
-    if (n > 0) {
-        beside[n] = 0;
-        char *slash = strrchr(beside, '/');
-        if (slash) {
-            snprintf(slash + 1, sizeof beside - (slash + 1 - beside), "%s", dflt);
-            if (access(beside, R_OK) == 0) return beside;
-        }
-    }
-    return dflt;
+int cli_check_png_name(const char *cmd, const char *path) {
+    size_t n = strlen(path);
+    if (!strcmp(path, "-") || (n > 4 && !strcasecmp(path + n - 4, ".png"))) return 0;
+    /* an existing device, FIFO or directory is not a file name to judge: the output check says
+     * what it is (a device or FIFO is written directly, a directory refused) */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
+    fprintf(stderr, "lingen %s: -o %s: only PNG images are written; give a name ending in .png\n", cmd, path);
+    return 2;
 }
 
 int cli_load_model(Model *m, const char *path) {
@@ -50,12 +49,16 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
-/* The threads are lingen's own (OpenMP): each runs single-threaded sgemms on its share of the
- * output columns, then its share of the attention. OpenBLAS keeps to one thread per call, so
- * the two never compete for the cores. */
+/* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
+ * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
-    if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-    omp_set_num_threads((int)threads);
+    long asked = threads;
+    char note[200];
+    const char *force = getenv("LINGEN_FORCE_THREADS");
+    threads = reslimits_pick_threads(threads, reslimits_usable_cores(), force && *force && strcmp(force, "0"),
+                                     note, sizeof note);
+    if (note[0]) fprintf(stderr, "lingen: %s\n", note);
+    omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */
     openblas_set_num_threads(1);
 }
 

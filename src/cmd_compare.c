@@ -14,10 +14,15 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "device.h"
 #include "compare.h"
+#include "cuda/lingen_cuda.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
+#include "output.h"
+#include "jsonout.h"
+#include "modelpath.h"
 #include "reslimits.h"
 #include "transformer.h"
 
@@ -69,7 +74,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
     if (!imgs) return -1;
     for (int t = 0; t < N; t++) sec[t] = 0, rss[t] = NAN;
     Progress p;
-    progress_start(&p, j->what, j->n);
+    progress_start_positions(&p, j->what, j->n, N);
     StepClock clock = {sec, rss, 0};
     GenOptions go = {.seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
     double t0 = now_seconds();
@@ -89,8 +94,13 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
 static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, B = j->batch;
-    RunState s;
-    if (runstate_init(&s, c, B, N, e)) return -1;
+    RunState s = {0};
+    CudaForward *g = NULL;   /* on the GPU (--device cuda), else s */
+    float *out = NULL;
+    if (device_current() == DEVICE_CUDA) {
+        if (!(g = cuda_forward_new(m, B, N, e))) return -1;
+        out = xcalloc((size_t)B * N * 3 * c->n_mix, sizeof(float));
+    } else if (runstate_init(&s, c, B, N, e)) return -1;
     int *tok = xcalloc((size_t)B * N, sizeof(int));
     int k = compare_positions(N, RECOMPUTE_POSITIONS, pos);
     long tokens = 0, done = 0;   /* progress in prefix tokens: the time grows with them */
@@ -101,9 +111,14 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
         int T = pos[i] + 1;
         for (int b = 0; b < B; b++)   /* test images stand in for samples: the time is the same */
             input_tokens(tok + b * T, j->imgs + (size_t)(b % j->n_imgs) * N, 0, T);
-        runstate_reset(&s, c);
+        if (g) cuda_forward_reset(g);
+        else runstate_reset(&s, c);
         double t0 = now_seconds();
-        transformer_forward(m, &s, tok, B, T);
+        if (!g) transformer_forward(m, &s, tok, B, T);
+        else if (cuda_forward_run(g, tok, B, T, out, e)) {   /* its time includes the copy back */
+            free(tok); free(out); cuda_forward_free(g);
+            return -1;
+        }
         sec[i] = now_seconds() - t0;
         rss[i] = NAN;
         progress_update(&p, done += T);
@@ -112,7 +127,9 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
     r->value = B / compare_extrapolate(pos, sec, k, N);
     r->n_lat = k;
     free(tok);
-    runstate_free(&s);
+    free(out);
+    if (g) cuda_forward_free(g);
+    else runstate_free(&s);
     return 0;
 }
 
@@ -216,30 +233,23 @@ static int check_memory(const Model *soft, const char *soft_path, long batch) {
     return cli_check_memory(soft, soft_path, batch, soft->cfg.seq_len, 0);
 }
 
-/* Whether a file can be written at path (a probe: nothing is left there). */
-static int writable(const char *path) {
-    AtomicFile a;
-    Err e;
-    if (atomic_open(&a, path, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); return 0; }
-    atomic_abort(&a);
-    return 1;
-}
-
 int cmd_compare(int argc, char **argv) {
     const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL;
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
+    const char *device = "cpu";
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
-        {"model", 'm', OPT_STR, &lin_path, "FILE", "linear model (default models/mnist.bin, models/cifar.bin)", 0, 0},
-        {"softmax-model", 0, OPT_STR, &soft_path, "FILE", "softmax model (default models/mnist-softmax.bin, models/cifar-softmax.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &lin_path, "NAME", "linear model, file or name (default mnist, or cifar)", 0, 0},
+        {"softmax-model", 0, OPT_STR, &soft_path, "NAME", "softmax model, file or name (default mnist-softmax, or cifar-softmax)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (scripts/plot_compare.py draws them)", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
                        "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
@@ -249,14 +259,20 @@ int cmd_compare(int argc, char **argv) {
                        "sample of positions and extrapolated. Every row runs in its own process.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
+    if ((r = device_option(device, "compare", 0))) return r;
     if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {
         fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", dataset);
         return 2;
     }
     int cifar = dataset && !strcmp(dataset, "cifar10");
-    lin_path = cli_find_file(lin_path, cifar ? "models/cifar.bin" : "models/mnist.bin");
-    soft_path = cli_find_file(soft_path, cifar ? "models/cifar-softmax.bin" : "models/mnist-softmax.bin");
-    if (json && !writable(json)) return 1;   /* fail before minutes of measuring, not after */
+    char lin_found[MODELPATH_LEN], soft_found[MODELPATH_LEN];
+    if (modelpath_find(lin_path ? lin_path : cifar ? "cifar" : "mnist", lin_found, sizeof lin_found) ||
+        modelpath_find(soft_path ? soft_path : cifar ? "cifar-softmax" : "mnist-softmax", soft_found, sizeof soft_found))
+        return 1;
+    lin_path = lin_found;
+    soft_path = soft_found;
+    if (json && jsonout_prepare(json)) return 1;   /* fail before minutes of measuring, not after */
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
     int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
@@ -322,7 +338,10 @@ int cmd_compare(int argc, char **argv) {
         compare_finish(&c);
         compare_print(stdout, &c);
         if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        if (rc == 0 && json) printf("plot: python3 scripts/plot_compare.py %s compare.png\n", json);
+        if (rc == 0 && json && strcmp(json, "-")) {
+            printf("json: %s\n", json);
+            printf("plot: python3 %s %s compare.png\n", modelpath_shared_file("scripts/plot_compare.py"), json);
+        }
     }
     for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }
     free(no_pos);

@@ -6,6 +6,8 @@
 
 #include "args.h"
 #include "commands.h"
+#include "modelpath.h"
+#include "device.h"
 #include "complete.h"
 #include "image.h"
 #include "transformer.h"
@@ -45,17 +47,21 @@ static int load_inputs(const Model *m, const char *path, const char *data, const
 int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
+    double temperature = 1;
+    const char *device = "cpu";
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"index", 'i', OPT_STR, &index, "LIST", "test images, e.g. 0-9, 3 or 0-4,7 (default 0-9 when no PNG is given)", 0, 0},
         {"image", 0, OPT_POS, NULL, "PNG", "an image of the model's size to complete (repeatable)", 0, 0},
         {"rows", 'r', OPT_INT, &rows, "R", "keep the top R rows (default half the height)", 1, 1000000},
         {"samples", 'k', OPT_INT, &K, "K", "completions per input (default 4)", 1, 1024},
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
+        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid (default completions.png)", 0, 0},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
+        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;
@@ -66,11 +72,21 @@ int cmd_complete(int argc, char **argv) {
                        "form. The grid has one row per input: the original, the input with its hidden part grey,\n"
                        "then the K completions.",
                        files, argc, &n_files);
+    if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
+    if (cli_check_temperature("complete", temperature)) { free(files); return 2; }
+    if ((r = device_option(device, "complete", 1))) { free(files); return r; }
+    if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
+        fprintf(stderr, "lingen complete: --temperature needs --device cpu\n"); free(files);
+        return 2;
+    }
     if (!index && !n_files) index = "0-9";
-    path = cli_find_file(path, "models/mnist.bin");
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) { free(files); return 1; }
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) {
+        free(files);
+        return 1;
+    }
     const Config *c = &m.cfg;
     if (!rows) rows = c->height / 2;
     if (rows >= c->height) {
@@ -79,6 +95,13 @@ int cmd_complete(int argc, char **argv) {
         free(files);
         model_free(&m);
         return 2;
+    }
+    Err e;
+    if (image_check_outputs(out, NULL, c->channels, &e)) {   /* before the work, not after */
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        free(files);
+        model_free(&m);
+        return 1;
     }
     cli_set_threads(threads);
 
@@ -95,7 +118,6 @@ int cmd_complete(int argc, char **argv) {
         model_free(&m);
         return 1;
     }
-    Err e;
     imgs = try_calloc((size_t)total, N, "images", &e);
     tiles = imgs ? try_calloc((size_t)n * (K + 2), N, "grid", &e) : NULL;
     if (!tiles) {
@@ -105,8 +127,8 @@ int cmd_complete(int argc, char **argv) {
     }
 
     Progress prog;
-    progress_start(&prog, "images", total);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .progress = &prog};
+    progress_start_positions(&prog, "completing", total, N - P);
+    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .progress = &prog};
     double t0 = now_seconds();
     int done = complete_images(&m, inputs, n, (int)K, P, &go, imgs, &e);
     double secs = now_seconds() - t0;
@@ -123,9 +145,12 @@ int cmd_complete(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    printf("completed %d input%s x %ld samples (top %ld of %d rows kept; %s attention, batch %ld) in %.2f s: "
-           "%.3f images/s -> %s\n", n, n == 1 ? "" : "s", K, rows, c->height,
-           c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, secs, total / secs, out);
+    char temp[48] = "";
+    if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
+    fprintf(strcmp(out, "-") ? stdout : stderr,   /* -o -: stdout is the PNG */
+            "completed %d input%s x %ld sample%s (top %ld of %d rows kept; %s attention, batch %ld%s) in %.2f s: "
+            "%.3f images/s -> %s\n", n, n == 1 ? "" : "s", K, K == 1 ? "" : "s", rows, c->height,
+            c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, secs, total / secs, out);
 out:
     free(tiles);
     free(imgs);

@@ -6,24 +6,30 @@
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
+#include "modelpath.h"
+#include "device.h"
 #include "dataset.h"
 #include "evaluate.h"
+#include "jsonout.h"
 #include "paper.h"
 #include "transformer.h"
 
 int cmd_eval(int argc, char **argv) {
-    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel";
+    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel", *json = NULL;
     long limit = 0, batch = 0, threads = 0;
     int ceiling = 0;
+    const char *device = "cpu";
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0},
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
         {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
         {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every core)", 0, 1024},
+        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
     const char *pos[1];
     int npos = 0;
@@ -33,6 +39,7 @@ int cmd_eval(int argc, char **argv) {
                        "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
                        pos, 1, &npos);
     if (r) return r < 0 ? 0 : r;
+    if ((r = device_option(device, "eval", 1))) return r;
     if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
         fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
         return 2;
@@ -45,9 +52,10 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    path = cli_find_file(path, "models/mnist.bin");
+    if (json && jsonout_prepare(json)) return 1;
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     cli_set_threads(threads);
     if (!batch) batch = c->seq_len > 1000 ? 4 : 16;
@@ -75,23 +83,53 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen: %s\n", e.msg);
     } else {
         double mean, se, mean_given, se_given;
-        char all[64], first_given[64];
         mean_and_stderr(per, ds.n, &mean, &se);
         mean_and_stderr(given, ds.n, &mean_given, &se_given);
-        snprintf(all, sizeof all, "bits/dim (all %d sub-pixels)", c->seq_len);
-        snprintf(first_given, sizeof first_given, "bits/dim (paper: first sub-pixel given, %d)", c->seq_len - 1);
-        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
-        printf("%-46s %.5f +- %.5f\n", all, mean, se);
-        printf("%-46s %.5f +- %.5f", first_given, mean_given, se_given);
-        if (pf) printf("   paper %.3g (Katharopoulos et al. 2020)", pf->bits_per_dim);
-        printf("\n%-46s %d %s images (+- one standard error)\n", "over", ds.n, split);
-        printf("model        %s (%s attention, %s)\n", path, c->attention == ATTN_LINEAR ? "linear" : "softmax", c->dataset);
+        const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = strcmp(mode, "rnn") ? "parallel" : "step (RNN)";
+        if (ds.n > 1) {
+            printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split,
+                   c->seq_len);
+            printf("paper conv.  %.5f +- %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
+                   mean_given, se_given, c->seq_len - 1);
+        } else {   /* one image has no spread to measure */
+            printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", mean, split,
+                   c->seq_len);
+            printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
+                   mean_given, c->seq_len - 1);
+        }
+        printf("model        %s (%s attention, %s)\n", path, attn, c->dataset);
         const char *card = model_meta(&m, "test_bits_per_dim");
         if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
-        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs,
-               strcmp(mode, "rnn") ? "parallel" : "step (RNN)", batch);
-        if (ceiling)   /* the useful work of an image: the step form's FLOPs (transformer.h) */
-            ceiling_report("ceiling      ", transformer_flops_per_image(c), ds.n / secs);
+        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
+        double paper = pf ? pf->bits_per_dim : 0;
+        if (paper) printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", paper,
+                          attn, c->dataset);
+        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs, form, batch);
+        double flops = transformer_flops(c, strcmp(mode, "rnn") ? c->seq_len : 1), sgemm = 0;
+        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
+            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "bits_per_dim", mean);
+            cJSON_AddNumberToObject(o, "bits_per_dim_stderr", se);
+            cJSON_AddNumberToObject(o, "bits_per_dim_first_given", mean_given);
+            cJSON_AddNumberToObject(o, "bits_per_dim_first_given_stderr", se_given);
+            cJSON_AddNumberToObject(o, "images", ds.n);
+            cJSON_AddStringToObject(o, "split", split);
+            cJSON_AddNumberToObject(o, "dims", c->seq_len);
+            cJSON_AddStringToObject(o, "model", path);
+            cJSON_AddStringToObject(o, "attention", attn);
+            cJSON_AddStringToObject(o, "dataset", c->dataset);
+            if (card) cJSON_AddNumberToObject(o, "model_card_bits_per_dim", atof(card));
+            if (paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", paper);
+            cJSON_AddNumberToObject(o, "images_per_s", ds.n / secs);
+            cJSON_AddNumberToObject(o, "seconds", secs);
+            cJSON_AddStringToObject(o, "form", strcmp(mode, "rnn") ? "parallel" : "rnn");
+            cJSON_AddNumberToObject(o, "batch", batch);
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, sgemm));
+            if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
+            cJSON_Delete(o);
+        }
     }
     free(per);
     free(given);

@@ -1,22 +1,59 @@
 /* lingen info: a model's configuration, size, and the per-image memory of its attention. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
+#include "jsonout.h"
+#include "modelpath.h"
 #include "transformer.h"
 
+/* --json: every figure the text prints, and all of the file's metadata. */
+static cJSON *info_json(const Model *m, const char *path, size_t state_bytes, size_t kv_bytes) {
+    const Config *c = &m->cfg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", path);
+    cJSON_AddStringToObject(o, "dataset", c->dataset);
+    cJSON_AddNumberToObject(o, "height", c->height);
+    cJSON_AddNumberToObject(o, "width", c->width);
+    cJSON_AddNumberToObject(o, "channels", c->channels);
+    cJSON_AddNumberToObject(o, "seq_len", c->seq_len);
+    cJSON_AddStringToObject(o, "attention", c->attention == ATTN_LINEAR ? "linear" : "softmax");
+    cJSON_AddNumberToObject(o, "layers", c->n_layers);
+    cJSON_AddStringToObject(o, "norm", c->pre_norm ? "pre" : "post");
+    cJSON_AddStringToObject(o, "activation", c->gelu ? "gelu" : "relu");
+    cJSON_AddNumberToObject(o, "d", c->d);
+    cJSON_AddNumberToObject(o, "n_heads", c->n_heads);
+    cJSON_AddNumberToObject(o, "d_head", c->d_head);
+    cJSON_AddNumberToObject(o, "d_ff", c->d_ff);
+    cJSON_AddNumberToObject(o, "n_mix", c->n_mix);
+    cJSON_AddNumberToObject(o, "parameters", (double)m->n_params);
+    cJSON_AddNumberToObject(o, "parameter_bytes_f32", (double)m->n_params * 4);
+    cJSON_AddNumberToObject(o, "rnn_state_bytes_per_image", (double)state_bytes);
+    cJSON_AddNumberToObject(o, "kv_cache_bytes_per_image", (double)kv_bytes);
+    cJSON_AddNumberToObject(o, "memory_bytes_per_image", (double)(c->attention == ATTN_LINEAR ? state_bytes : kv_bytes));
+    cJSON_AddNumberToObject(o, "flops_per_image", transformer_flops_per_image(c));
+    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
+    for (int i = 0; i < m->n_meta; i++) cJSON_AddStringToObject(meta, m->meta_keys[i], m->meta_vals[i]);
+    return o;
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    Opt opts[] = {{"model", 'm', OPT_STR, &path, "FILE", "model file (default models/mnist.bin)", 0, 0}};
-    int r = args_parse(argc, argv, 2, opts, 1, "info",
+    const char *path = NULL, *json = NULL;
+    Opt opts[] = {
+        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
+        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
+    };
+    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "info",
                        "Show a model's configuration, parameter count, and the bytes of memory per image:\n"
                        "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
-    path = cli_find_file(path, "models/mnist.bin");
+    if (json && jsonout_prepare(json)) return 1;
+    char found[MODELPATH_LEN];
     Model m;
-    if (cli_load_model(&m, path)) return 1;
+    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
     const Config *c = &m.cfg;
     int N = c->seq_len;
     printf("model        %s\n", path);
@@ -43,8 +80,17 @@ int cmd_info(int argc, char **argv) {
     const char *keys[] = {"test_bits_per_dim", "test_images", "epochs", "steps", "gpu_seconds", "date", "recipe", "fixture"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = model_meta(&m, keys[i]);
-        if (v) printf("%-12s %s\n", keys[i], v);
+        char *safe = v ? text_escape(v) : NULL;   /* a value is the file's text: no terminal escapes */
+        if (v) printf("%-12s %s\n", keys[i], safe);
+        free(safe);
+    }
+    int rc = 0;
+    if (json) {
+        Err e;
+        cJSON *o = info_json(&m, path, st, kv);
+        if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
+        cJSON_Delete(o);
     }
     model_free(&m);
-    return 0;
+    return rc;
 }

@@ -9,9 +9,12 @@ int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_complete(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
-/* A shipped file (model, script): the flag if given, else dflt here, else dflt beside the executable. */
-const char *cli_find_file(const char *flag, const char *dflt);
+/* -o FILE: lingen writes PNG only, so the name must end in .png ("-": standard output). Returns 0,
+ * or 2 after a usage message. */
+int cli_check_png_name(const char *cmd, const char *path);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, const char *path);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked
@@ -22,6 +25,13 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
 /* Refuse, with a message naming the largest batch that fits, a run of `batch` sequences of T
  * positions at once (plus `extra` bytes) that the memory available now cannot hold. */
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra);
-/* Threads for lingen's OpenMP loops (0: every core); OpenBLAS keeps to one thread per call. */
+/* Threads for the computation (0: every core this process may run on). */
 void cli_set_threads(long threads);
+
+/* --temperature of sample and complete (dmol.h): checked against the range below; prints
+ * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */
+#define TEMPERATURE_MIN 0.01
+#define TEMPERATURE_MAX 100.0
+#define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
+int cli_check_temperature(const char *cmd, double T);
 #endif

@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "output.h"
+#include "jsonout.h"
 #include "paper.h"
 
 static const struct { const char *name, *key, *memory; int extrapolated; } ROWS[N_ROWS] = {
@@ -110,8 +112,11 @@ void compare_print(FILE *f, const Comparison *c) {
     fprintf(f, "\n* one forward pass over the whole prefix (%d sequences of length t+1) timed at %d positions t spread\n"
                "  over 0..%d, interpolated linearly between them and summed over all %d positions (trapezoid rule).\n",
             c->batch, rc->n_lat, c->seq_len - 1, c->seq_len);
-    fprintf(f, "bits/dim: parallel form on the first %d test images (standard error %.4f linear, %.4f softmax).\n",
-            c->test_images, rnn->bits_se, kv->bits_se);
+    if (c->test_images > 1)
+        fprintf(f, "bits/dim: parallel form on the first %d test images (standard error %.4f linear, %.4f softmax).\n",
+                c->test_images, rnn->bits_se, kv->bits_se);
+    else
+        fprintf(f, "bits/dim: parallel form on the first test image (the standard error needs two or more).\n");
     fprintf(f, "memory/image: RNN state S, z; KV cache at full length; activations of one full forward (B = 1).\n"
                "peak RSS: of the process that measured the row, model and batch of %d included.\n", c->batch);
     fprintf(f, "per-step time, first 10%% vs last 10%% of positions:");
@@ -212,15 +217,7 @@ static cJSON *comparison_json(const Comparison *c) {
 
 int compare_write_json(const Comparison *c, const char *path, Err *e) {
     cJSON *o = comparison_json(c);
-    char *text = cJSON_Print(o);
+    int rc = jsonout_write(o, path, e);
     cJSON_Delete(o);
-    AtomicFile a;
-    int rc = atomic_open(&a, path, e);
-    if (rc == 0) {
-        fputs(text, a.f);
-        fputc('\n', a.f);
-        rc = atomic_commit(&a, e);
-    }
-    cJSON_free(text);
     return rc;
 }

@@ -48,5 +48,5 @@ void compare_edges(const double *sec, int n, double *first, double *last);
 void compare_finish(Comparison *c);
 
 void compare_print(FILE *f, const Comparison *c);
-int  compare_write_json(const Comparison *c, const char *path, Err *e);   /* atomically */
+int  compare_write_json(const Comparison *c, const char *path, Err *e);   /* jsonout_write: "-" is stdout */
 #endif

@@ -14,6 +14,9 @@ typedef struct {
  * limit > 0 reads at most that many images. */
 int  dataset_load(Dataset *d, const char *dir, const char *dataset, const char *split, int limit, Err *e);
 void dataset_free(Dataset *d);
+/* Records in a CIFAR-10 batch file, each file exactly this many: 10000 (the tests and the
+ * fuzzer lower it, to keep their files small). */
+extern int dataset_cifar_batch_records;
 /* The root: --data if given, else $LINGEN_DATA, else "./data". */
 const char *dataset_root(const char *flag);
 #endif

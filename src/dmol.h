@@ -9,4 +9,10 @@
 double dmol_log_prob(const float *out, int n_mix, int x);   /* natural log of P(x) */
 void   dmol_pmf(const float *out, int n_mix, double pmf[256]);
 int    dmol_sample(const float *out, int n_mix, Rng *r);
+
+/* At temperature T > 0: the mixture logits divided by T and every logistic's scale multiplied
+ * by T (log-scale + log T, after the clamp). T = 1 is the model's PMF, bit for bit; T < 1
+ * sharpens it, T > 1 flattens it. Sampling draws from exactly dmol_pmf_temp's PMF. */
+void   dmol_pmf_temp(const float *out, int n_mix, double T, double pmf[256]);
+int    dmol_sample_temp(const float *out, int n_mix, double T, Rng *r);
 #endif

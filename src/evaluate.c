@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cuda/lingen_cuda.h"
+#include "device.h"
 #include "dmol.h"
 #include "transformer.h"
 
@@ -11,36 +13,55 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = batch < n ? batch : n, T = step_form ? 1 : N;
     if (B < 1) B = 1;
-    RunState s;
-    if (runstate_init(&s, c, B, T, e)) return -1;
+    RunState s = {0};
+    CudaForward *g = NULL;   /* the GPU's forward pass (device.h), or s */
+    float *out = NULL;
+    if (device_current() == DEVICE_CUDA) {
+        if (!(g = cuda_forward_new(m, B, T, e))) return -1;
+        out = xcalloc((size_t)B * T * 3 * M, sizeof(float));
+    } else {
+        if (runstate_init(&s, c, B, T, e)) return -1;
+        out = s.out;
+    }
     int *tok = xcalloc((size_t)B * T, sizeof(int));
     double *first = xcalloc(B, sizeof(double));   /* -log p of each image's first sub-pixel */
+    int rc = 0;
     for (int start = 0; start < n; start += B) {
         int nb = n - start < B ? n - start : B;
         const unsigned char *x = imgs + (size_t)start * N;
-        runstate_reset(&s, c);
+        if (g) cuda_forward_reset(g);
+        else runstate_reset(&s, c);
         for (int b = 0; b < nb; b++) per_image[start + b] = 0;
         /* inputs BOS, x1 .. x(N-1); the output at position t predicts x(t) (0-based: x[t]) */
         for (int t0 = 0; t0 < N; t0 += T) {
             for (int b = 0; b < nb; b++) input_tokens(tok + b * T, x + (size_t)b * N, t0, T);
-            transformer_forward(m, &s, tok, nb, T);
+            if (!g) transformer_forward(m, &s, tok, nb, T);
+            else if ((rc = cuda_forward_run(g, tok, nb, T, out, e))) goto done;
             for (int b = 0; b < nb; b++)
                 for (int t = 0; t < T; t++) {
-                    double nll = -dmol_log_prob(s.out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
+                    double nll = -dmol_log_prob(out + ((size_t)b * T + t) * 3 * M, M, x[(size_t)b * N + t0 + t]);
                     per_image[start + b] += nll;
                     if (t0 + t == 0) first[b] = nll;
                 }
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
         }
         for (int b = 0; b < nb; b++) {
-            if (per_image_given) per_image_given[start + b] = N > 1 ? (per_image[start + b] - first[b]) / ((N - 1) * log(2.0)) : NAN;
+            if (per_image_given)
+                per_image_given[start + b] = N > 1 ? (per_image[start + b] - first[b]) / ((N - 1) * log(2.0)) : NAN;
             per_image[start + b] /= N * log(2.0);
+            if (!isfinite(per_image[start + b])) {   /* weights are finite, but the numbers overflowed */
+                rc = err_set(e, "image %d: the log-probability is not finite (the model's activations overflow "
+                             "float32): no bits/dim", start + b);
+                goto done;
+            }
         }
     }
+done:
     free(first);
     free(tok);
-    runstate_free(&s);
-    return 0;
+    if (g) { cuda_forward_free(g); free(out); }
+    else runstate_free(&s);
+    return rc;
 }
 
 void mean_and_stderr(const double *v, int n, double *mean, double *se) {

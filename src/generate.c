@@ -3,14 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/lingen_cuda.h"
+#include "device.h"
 #include "dmol.h"
 #include "rng.h"
 #include "transformer.h"
 #include "util.h"
 
 int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    if (device_current() == DEVICE_CUDA) return cuda_generate(m, imgs, n, o, e);
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = o->batch < n ? o->batch : n, P = o->prefix_len;
+    double temp = o->temperature > 0 ? o->temperature : 1.0;
     if (B < 1) B = 1;
     if (P < 0 || P >= N) return err_set(e, "prefix of %d values: must be in 0..%d", P, N - 1);
     RunState s;
@@ -35,9 +39,9 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
             for (int b = 0; b < nb; b++) input_tokens(tok + b, img + (size_t)b * N, t, 1);
             transformer_forward(m, &s, tok, nb, 1);
             for (int b = 0; b < nb; b++)
-                img[(size_t)b * N + t] = (unsigned char)dmol_sample(s.out + (size_t)b * 3 * M, M, &rng[b]);
+                img[(size_t)b * N + t] = (unsigned char)dmol_sample_temp(s.out + (size_t)b * 3 * M, M, temp, &rng[b]);
             if (o->on_step) o->on_step(o->user, t, 1);
-            if (o->progress) progress_update(o->progress, (double)start + (double)nb * (t + 1 - P) / (N - P));
+            if (o->progress) progress_update(o->progress, (double)start * (N - P) + (double)nb * (t + 1 - P));
             if (o->stop && *o->stop) goto out;
         }
         done += nb;

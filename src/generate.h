@@ -14,12 +14,13 @@ typedef struct {
     int batch;                       /* images per batch */
     const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
     int prefix_len;                  /* they go through the parallel form once, then steps */
+    double temperature;              /* dmol_sample_temp's T; 0 (unset) is 1, the model's PMF */
     volatile sig_atomic_t *stop;     /* when set, stop after the current position */
     /* Or NULL: called before (end = 0) and after (end = 1) position t of every batch, for a caller
      * that measures each step (compare's per-position time and memory). */
     void (*on_step)(void *user, int t, int end);
     void *user;
-    Progress *progress;              /* or NULL */
+    Progress *progress;              /* or NULL: counts the positions drawn, n * (N - prefix_len) */
 } GenOptions;
 
 /* Fill imgs [n][N]; returns the number of finished images (n unless stopped), -1 on error. */

@@ -1,5 +1,5 @@
-/* PNG output (stb_image_write, encoded in memory, then written atomically: a crash or a full disk
- * never leaves a half-written PNG under the final name) and PNG input (libpng). */
+/* PNG output (stb_image_write, encoded in memory, then written by output.c: atomically, a crash
+ * or a full disk never leaves a half-written PNG under the final name) and PNG input (libpng). */
 #include "image.h"
 
 #include <math.h>
@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <png.h>
+
+#include "output.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC       /* private to this file: no clash with another copy */
@@ -40,22 +42,37 @@ static void membuf_write(void *ctx, void *data, int size) {
     m->len += (size_t)size;
 }
 
-int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e) {
-    if (h <= 0 || w <= 0 || (ch != 1 && ch != 3 && ch != 4))
-        return err_set(e, "%s: cannot write a %dx%d image with %d channels", path, w, h, ch);
-    if ((size_t)w * (size_t)ch > INT32_MAX / 2 || (size_t)h > INT32_MAX / 2)
-        return err_set(e, "%s: image too large (%dx%d)", path, w, h);
+/* Can a PNG of ch channels be written? (grids and tiles: gray or RGB) */
+static int writable_channels(int ch) { return ch == 1 || ch == 3; }
+
+unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, size_t *len, const char *path,
+                                Err *e) {
+    if (h <= 0 || w <= 0 || (!writable_channels(ch) && ch != 4)) {
+        err_set(e, "%s: cannot write a %dx%d image with %d channels", path, w, h, ch);
+        return NULL;
+    }
+    if ((size_t)w * (size_t)ch > INT32_MAX / 2 || (size_t)h > INT32_MAX / 2) {
+        err_set(e, "%s: image too large (%dx%d)", path, w, h);
+        return NULL;
+    }
     MemBuf m = {0};
     int ok = stbi_write_png_to_func(membuf_write, &m, w, h, ch, img, w * ch);
     if (!ok || m.oom) {
         free(m.data);
-        return err_set(e, "%s: cannot encode the PNG (out of memory?)", path);
+        err_set(e, "%s: cannot encode the PNG (out of memory?)", path);
+        return NULL;
     }
-    AtomicFile a;
-    if (atomic_open(&a, path, e)) { free(m.data); return -1; }
-    fwrite(m.data, 1, m.len, a.f);       /* a short write sets ferror, which atomic_commit reports */
-    free(m.data);
-    return atomic_commit(&a, e);
+    *len = m.len;
+    return m.data;
+}
+
+int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e) {
+    size_t len;
+    unsigned char *png = image_encode_png(img, h, w, ch, &len, path, e);
+    if (!png) return -1;
+    int rc = output_write_file(path, png, len, e);
+    free(png);
+    return rc;
 }
 
 static int grid_cols(int n, int cols) {
@@ -78,15 +95,18 @@ void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w) {
     *out_h = rows * (h + BORDER) + BORDER;
 }
 
-int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
-                     int cols, Err *e) {
-    if (n < 1 || h <= 0 || w <= 0 || (ch != 1 && ch != 3))
-        return err_set(e, "%s: cannot write a grid of %d images %dx%dx%d", path, n, w, h, ch);
+/* The grid's PNG bytes (malloc'd), or NULL and a message. */
+static unsigned char *encode_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                                  int cols, size_t *len, Err *e) {
+    if (n < 1 || h <= 0 || w <= 0 || !writable_channels(ch)) {
+        err_set(e, "%s: cannot write a grid of %d images %dx%dx%d", path, n, w, h, ch);
+        return NULL;
+    }
     cols = grid_cols(n, cols);
     int gh, gw;
     image_grid_size(n, h, w, cols, &gh, &gw);
     unsigned char *grid = try_calloc((size_t)gh * gw, (size_t)ch, path, e);   /* zeros: the border */
-    if (!grid) return -1;
+    if (!grid) return NULL;
     size_t tile = (size_t)h * w * ch, row_bytes = (size_t)w * ch, grid_row = (size_t)gw * ch;
     for (int i = 0; i < n; i++) {
         int y0 = BORDER + (i / cols) * (h + BORDER), x0 = BORDER + (i % cols) * (w + BORDER);
@@ -94,9 +114,51 @@ int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, 
             memcpy(grid + (size_t)(y0 + y) * grid_row + (size_t)x0 * ch,
                    imgs + i * tile + (size_t)y * row_bytes, row_bytes);
     }
-    int rc = image_write_png(path, grid, gh, gw, ch, e);
+    unsigned char *png = image_encode_png(grid, gh, gw, ch, len, path, e);
     free(grid);
+    return png;
+}
+
+int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                     int cols, Err *e) {
+    size_t len;
+    unsigned char *png = encode_grid(path, imgs, n, h, w, ch, cols, &len, e);
+    if (!png) return -1;
+    int rc = output_write_file(path, png, len, e);
+    free(png);
     return rc;
+}
+
+int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e) {
+    if (!writable_channels(ch))
+        return err_set(e, "%s: cannot write images of %d channels (PNG output takes 1 or 3)", grid, ch);
+    if (output_check(grid, e)) return -1;
+    return outdir ? output_check_dir(outdir, e) : 0;
+}
+
+int image_write_set(const char *grid, const char *outdir, const unsigned char *imgs, int n, int h, int w,
+                    int ch, Err *e) {
+    OutputGroup g = {0};
+    size_t len, tile = (size_t)h * w * ch;
+    unsigned char *png = encode_grid(grid, imgs, n, h, w, ch, 0, &len, e);
+    int rc = png ? output_group_add(&g, grid, png, len, e) : -1;
+    free(png);
+    if (!rc && outdir) rc = output_group_mkdir(&g, outdir, e);
+    for (int k = 0; k < n && !rc && outdir; k++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/sample_%05d.png", outdir, k) >= (int)sizeof path) {
+            rc = err_set(e, "%s: path too long", outdir);
+            break;
+        }
+        png = image_encode_png(imgs + k * tile, h, w, ch, &len, path, e);
+        rc = png ? output_group_add(&g, path, png, len, e) : -1;
+        free(png);
+    }
+    if (rc) {
+        output_group_abort(&g);
+        return -1;
+    }
+    return output_group_commit(&g, e);
 }
 
 /* ---------------------------------------------------------------- reading */

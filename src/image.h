@@ -8,6 +8,14 @@
 int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
                      int cols, Err *e);
 int image_write_png(const char *path, const unsigned char *img, int h, int w, int ch, Err *e);
+/* The PNG file's bytes (malloc'd; *len their number), or NULL and a message naming path. */
+unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, size_t *len, const char *path,
+                                Err *e);
+/* Before a run: can the grid (and outdir's tiles) of ch-channel images be written? */
+int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e);
+/* The grid, and with outdir one PNG per image (outdir/sample_00000.png, ...): all or nothing. */
+int image_write_set(const char *grid, const char *outdir, const unsigned char *imgs, int n, int h, int w,
+                    int ch, Err *e);
 /* Grid geometry (for tests and callers). */
 void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
 /* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, 16->8 bit);

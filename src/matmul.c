@@ -9,9 +9,11 @@
  * asked for early: every tile prefetches a share of the next panel (only a panel's first tile
  * reads it from memory, and would otherwise wait), and matmul_prefetch adds a region of the
  * caller's (at a sampling step, the layer's attention state). */
+#include <math.h>
 #include <string.h>
 
 #include "matmul.h"
+#include "threads.h"
 
 /* The micro-kernel's vectors: a panel row (NR = 2 vectors) times R broadcast x values, with
  * 2R accumulators in registers. AVX-512 has 32 registers of 16 floats, AVX2 16 of 8. */
@@ -46,6 +48,16 @@ typedef __m256 vec;
 #endif
 #define MB 64   /* rows per block */
 #define PF_LOCALITY 2   /* __builtin_prefetch's: 3 = all cache levels, 0 = none */
+
+const char *matmul_kernel_name(void) {
+#if defined(__AVX512F__)
+    return "AVX-512";
+#elif SIMD
+    return "AVX2";
+#else
+    return "portable";
+#endif
+}
 
 size_t matmul_packed_floats(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
 
@@ -141,20 +153,53 @@ static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp,
     }
 }
 
+/* One parallel loop: items are (row block, panel), row block major. */
+typedef struct {
+    float *out;
+    const float *x, *Wp, *b;
+    const char *pf;
+    size_t lines, items;
+    int rows, n_in, n_out, np, mb, act;
+} Product;
+
+static void activate(float *o, int ldo, int rows, int ncols, int act) {
+    for (int r = 0; r < rows; r++) {
+        float *v = o + (size_t)r * ldo;
+        if (act == MATMUL_RELU)
+            for (int j = 0; j < ncols; j++) v[j] = v[j] > 0 ? v[j] : 0;
+        else   /* exact gelu, as torch.nn.functional.gelu */
+            for (int j = 0; j < ncols; j++) v[j] = 0.5f * v[j] * (1.0f + erff(v[j] * 0.70710678118654752f));
+    }
+}
+
+static void product_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Product *q = ctx;
+    int rb = item / q->np, p = item % q->np, r0 = rb * q->mb, c0 = p * NR;
+    int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
+    size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
+    size_t stride = (size_t)q->n_in * NR;
+    const char *next = p + 1 < q->np ? (const char *)(q->Wp + (p + 1) * stride) : NULL;
+    float *o = q->out + (size_t)r0 * q->n_out + c0;
+    panel(o, q->n_out, q->x + (size_t)r0 * q->n_in, q->n_in, q->Wp + p * stride, q->n_in, q->b + c0, rows, ncols,
+          next, q->pf ? q->pf + (l0 << 6) : NULL, l1 - l0);
+    if (q->act) activate(o, q->n_out, rows, ncols, q->act);
+}
+
+void matmul_ex(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+               const void *pf, size_t pf_bytes, int act) {
+    int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
+    /* Smaller row blocks when there would be too few items to keep every thread busy to the
+     * end: each panel is then read by several blocks, from the shared cache. */
+    while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
+    int nb = (rows + mb - 1) / mb;
+    Product q = {out, x, Wp, b, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * np, rows, n_in, n_out, np, mb, act};
+    parallel_for(nb * np, product_item, &q, (double)rows * n_in * n_out);
+}
+
 void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
                      const void *pf, size_t pf_bytes) {
-    int np = (n_out + NR - 1) / NR, nb = (rows + MB - 1) / MB;
-    size_t items = (size_t)nb * np, lines = pf ? (pf_bytes + 63) / 64 : 0, stride = (size_t)n_in * NR;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int rb = 0; rb < nb; rb++)
-        for (int p = 0; p < np; p++) {
-            int r0 = rb * MB, c0 = p * NR;
-            size_t k = (size_t)rb * np + p, l0 = lines * k / items, l1 = lines * (k + 1) / items;
-            const char *next = p + 1 < np ? (const char *)(Wp + (p + 1) * stride) : NULL;
-            panel(out + (size_t)r0 * n_out + c0, n_out, x + (size_t)r0 * n_in, n_in, Wp + p * stride, n_in, b + c0,
-                  rows - r0 < MB ? rows - r0 : MB, n_out - c0 < NR ? n_out - c0 : NR,
-                  next, pf ? (const char *)pf + (l0 << 6) : NULL, l1 - l0);
-        }
+    matmul_ex(out, x, Wp, b, rows, n_in, n_out, pf, pf_bytes, MATMUL_NONE);
 }
 
 void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out) {

@@ -4,7 +4,7 @@
  * p holds W[NR p + j][i] at [p][i][j], zero past the last column. A panel is the micro-kernel's whole
  * right-hand operand, read front to back, so no product packs the weights again: at a batch of
  * 64 rows (RNN sampling) packing was a fifth of OpenBLAS's time, since the weights stream from
- * memory at every step. */
+ * memory at every step. The products run on lingen's threads (threads.h). */
 #ifndef LINGEN_MATMUL_H
 #define LINGEN_MATMUL_H
 #include <stddef.h>
@@ -15,6 +15,8 @@
 #define MATMUL_NR 16   /* two 8-float AVX2 vectors */
 #endif
 
+/* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */
+const char *matmul_kernel_name(void);
 /* Floats a packed [n_out, n_in] weight takes. */
 size_t matmul_packed_floats(int n_in, int n_out);
 /* Where W[o][i] is held in the packed weight. */
@@ -24,9 +26,13 @@ void matmul_pack(float *dst, const float *W, int n_in, int n_out);
 /* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
 void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out);
 /* The same, and meanwhile pull the pf_bytes at pf into the caches, spread over the arithmetic
- * (a hint: the memory is only read ahead). Piece k of the work, under OpenMP's static schedule,
- * prefetches the k-th slice, so each thread pulls in the part that a later loop with the same
- * static schedule gives it. */
+ * (a hint: the memory is only read ahead). Item k of the parallel loop (threads.h) prefetches
+ * the k-th slice. */
 void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
                      const void *pf, size_t pf_bytes);
+/* The same, then the activation act on every output (MATMUL_RELU, MATMUL_GELU: exact, as PyTorch's),
+ * while it is still in the cache. */
+enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
+void matmul_ex(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+               const void *pf, size_t pf_bytes, int act);
 #endif

@@ -3,6 +3,7 @@
  * documented in docs/model-format.md; scripts/modelfile.py writes it. */
 #include "model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,14 +58,17 @@ static int parse_config(Config *c, const SafeTensors *st, const char *path, Err 
     if (meta_choice(st, "format", "lingen", NULL, &x, path, e)) return -1;
     if (meta_choice(st, "format_version", "1", NULL, &x, path, e)) return -1;
     /* Caps far above anything worth running on a CPU, low enough that every size derived
-     * from them fits easily in 64 bits (the weights must be in the file anyway). */
+     * from them fits easily in 64 bits (the weights must be in the file anyway). The image
+     * size is not paid for by the file: its caps (docs/model-format.md) keep a run finite,
+     * and 1 or 3 channels are what the PNG output takes. */
     struct { const char *key; int *dst; int max; } ints[] = {
         {"n_layers", &c->n_layers, 1024}, {"n_heads", &c->n_heads, 1024}, {"d_head", &c->d_head, 4096},
-        {"d_ff", &c->d_ff, 1 << 18},      {"n_mix", &c->n_mix, 1024},     {"height", &c->height, 4096},
-        {"width", &c->width, 4096},       {"channels", &c->channels, 4},
+        {"d_ff", &c->d_ff, 1 << 18},      {"n_mix", &c->n_mix, 1024},     {"height", &c->height, MAX_SIDE},
+        {"width", &c->width, MAX_SIDE},   {"channels", &c->channels, 3},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (meta_int(st, ints[i].key, ints[i].max, ints[i].dst, path, e)) return -1;
+    if (c->channels == 2) return err_set(e, "%s: metadata: channels = '2': must be 1 (gray) or 3 (RGB)", path);
     int kind;
     if (meta_choice(st, "attention", "linear", "softmax", &kind, path, e) ||
         meta_choice(st, "norm", "post", "pre", &c->pre_norm, path, e) ||
@@ -134,11 +138,29 @@ static size_t held_floats(const Model *m, const Want *w) {
     return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
 }
 
-static void widen_packed(const StTensor *t, float *dst) {
-    float *tmp = xmalloc(st_numel(t) * sizeof(float));
-    st_to_f32(t, tmp);
-    matmul_pack(dst, tmp, (int)t->shape[1], (int)t->shape[0]);
+/* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
+ * and every likelihood NaN. The first bad value is named. */
+static int check_finite(const float *v, size_t n, const char *path, const char *name, Err *e) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return err_set(e, "%s: tensor '%s' holds a non-finite value (%s at index %zu)", path, name,
+                           isnan(v[i]) ? "NaN" : v[i] > 0 ? "+Inf" : "-Inf", i);
+    return 0;
+}
+
+/* Widen one tensor into its place in the arena (packed for a Linear weight), checked finite. */
+static int widen(const Model *m, const Want *w, const char *path, Err *e) {
+    size_t n = st_numel(w->t);
+    if (!is_projection_weight(m, w)) {
+        st_to_f32(w->t, *w->dst);
+        return check_finite(*w->dst, n, path, w->name, e);
+    }
+    float *tmp = xmalloc(n * sizeof(float));
+    st_to_f32(w->t, tmp);
+    int rc = check_finite(tmp, n, path, w->name, e);
+    if (!rc) matmul_pack(*w->dst, tmp, (int)w->t->shape[1], (int)w->t->shape[0]);
     free(tmp);
+    return rc;
 }
 
 #define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
@@ -182,8 +204,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     if (!rc) memset(m->arena, 0, off * sizeof(float));   /* the gaps between tensors */
     for (int i = 0; i < n && !rc; i++) {
         *w[i].dst = m->arena + w[i].at;
-        if (is_projection_weight(m, &w[i])) widen_packed(w[i].t, *w[i].dst);
-        else st_to_f32(w[i].t, *w[i].dst);
+        rc = widen(m, &w[i], path, e);
     }
     m->n_params = rc ? 0 : n_params;
     free(w);

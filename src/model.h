@@ -10,6 +10,7 @@
 #define LINEAR_EPS 1e-6f
 #define LN_EPS 1e-5f
 #define LOG_SCALE_MIN -7.0f
+#define MAX_SIDE 64   /* height and width at most (docs/model-format.md) */
 
 typedef enum { ATTN_LINEAR, ATTN_SOFTMAX } AttnKind;
 

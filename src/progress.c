@@ -17,6 +17,12 @@ void progress_start(Progress *p, const char *what, long total) {
     p->t0 = now_seconds();
     p->last = 0;             /* 0: nothing drawn yet */
     p->tty = isatty(2);
+    p->per_image = 0;
+}
+
+void progress_start_positions(Progress *p, const char *what, long images, long per_image) {
+    progress_start(p, what, images * per_image);
+    p->per_image = per_image;
 }
 
 /* "45s", "1m12s", "2h05m" */
@@ -54,10 +60,11 @@ void progress_update(Progress *p, double done) {
         char bar[BAR_WIDTH + 1];
         for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
         bar[BAR_WIDTH] = '\0';
-        append(line, sizeof line, &n, "/%ld [%s]", p->total, bar);
+        append(line, sizeof line, &n, "/%ld%s [%s]", p->total, p->per_image ? " positions" : "", bar);
     }
     if (rate > 0) {
-        append(line, sizeof line, &n, " %.1f /s", rate);
+        if (p->per_image) append(line, sizeof line, &n, " %.2f images/s", rate / p->per_image);
+        else append(line, sizeof line, &n, " %.1f /s", rate);
         if (p->total > 0 && done < p->total) {
             char eta[32];
             format_duration(eta, sizeof eta, (p->total - done) / rate);

@@ -1,8 +1,11 @@
 /* A progress line on stderr (only when stderr is a terminal): done/total, items/s, ETA. */
 #ifndef LINGEN_PROGRESS_H
 #define LINGEN_PROGRESS_H
-typedef struct { const char *what; long total; double t0, last; int tty; } Progress;
+typedef struct { const char *what; long total, per_image; double t0, last; int tty; } Progress;
 void progress_start(Progress *p, const char *what, long total);
+/* Counting the positions (sub-pixels) of `images` images of per_image positions each: the line
+ * moves with every position, even inside one big batch, and shows the rate in images/s. */
+void progress_start_positions(Progress *p, const char *what, long images, long per_image);
 void progress_update(Progress *p, double done);   /* fractional items allowed */
 void progress_end(Progress *p);
 #endif

@@ -1,6 +1,9 @@
-/* Resource limits: how much memory a run can still get, and whether a batch fits in it. */
+/* Resource limits: how much memory a run can still get, and whether a batch fits in it; how
+ * many cores it may use. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
 #include "reslimits.h"
 
+#include <sched.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -172,4 +175,21 @@ int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t avai
     char one[32];
     human((double)fixed + (double)per_item, one);
     return err_set(e, "%s: needs %s of memory even with --batch 1, but only %s is available", what, one, have);
+}
+
+long reslimits_usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? n : 1;
+}
+
+long reslimits_pick_threads(long asked, long cores, int force, char *note, size_t n) {
+    if (n) note[0] = 0;
+    if (asked <= 0) return cores;
+    if (asked <= cores || force) return asked;
+    /* more threads than cores only take turns on them, and spin while they wait */
+    snprintf(note, n, "--threads %ld: only %ld core%s usable here, using %ld (set LINGEN_FORCE_THREADS=1 to run %ld)",
+             asked, cores, cores == 1 ? " is" : "s are", cores, asked);
+    return cores;
 }

@@ -26,6 +26,12 @@ int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t avai
 /* The largest b in 0..max_b with fixed + b * per_item <= available. */
 long reslimits_max_batch(size_t fixed, size_t per_item, size_t available, long max_b);
 
+/* Cores this process may run on (its CPU affinity: taskset, cgroup cpusets), at least 1. */
+long reslimits_usable_cores(void);
+/* Threads for a run that asked for `asked` (0: all cores): at most `cores` unless force.
+ * When it caps, note (n bytes) says so in one line; else note is "". */
+long reslimits_pick_threads(long asked, long cores, int force, char *note, size_t n);
+
 /* The parsers behind reslimits_available_memory, for the tests: MemAvailable in the text of
  * /proc/meminfo, in bytes (0 if absent); a cgroup limit or usage file (SIZE_MAX for "max"
  * and for anything unreadable). */

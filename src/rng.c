@@ -2,8 +2,6 @@
  * Algorithms for Random Number Generation", 2014): 64-bit LCG state, 32-bit permuted output. */
 #include "rng.h"
 
-#define PCG_MULT 6364136223846793005ULL
-
 /* splitmix64's finalizer (Steele, Lea, Flood 2014): a bijection that scatters nearby inputs. */
 static uint64_t mix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ULL;
@@ -24,22 +22,6 @@ void rng_init(Rng *r, uint64_t seed, uint64_t stream) {
     rng_u32(r);
 }
 
-uint32_t rng_u32(Rng *r) {
-    uint64_t old = r->state;
-    r->state = old * PCG_MULT + r->inc;
-    uint32_t xorshifted = (uint32_t)(((old >> 18) ^ old) >> 27);
-    uint32_t rot = (uint32_t)(old >> 59);
-    return (xorshifted >> rot) | (xorshifted << ((32 - rot) & 31));
-}
+uint32_t rng_u32(Rng *r) { return pcg32_next(r); }
 
-/* k / 2^53 for a 53-bit k != 0: the values 2^-53 .. 1 - 2^-53 on an exact grid, so the
- * interval is open, symmetric (u and 1 - u are both on the grid, and 1 - u is exact), and
- * log(u) and log(1 - u) are always finite. k = 0 (probability 2^-53) is redrawn. */
-double rng_uniform(Rng *r) {
-    for (;;) {
-        uint64_t hi = rng_u32(r);            /* two statements: the draw order is fixed */
-        uint64_t lo = rng_u32(r);
-        uint64_t k = (hi << 21) | (lo >> 11);
-        if (k) return (double)k * 0x1p-53;
-    }
-}
+double rng_uniform(Rng *r) { return pcg32_uniform(r); }

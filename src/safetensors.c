@@ -5,7 +5,9 @@
  * The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}, the
  * offsets counted from the start of the data section, plus an optional "__metadata__" object
  * of string values. Every number read from the file is checked before it is used, so a
- * corrupt or truncated file gives a one-line message naming the file, never a crash. */
+ * corrupt or truncated file gives a one-line message naming the file, never a crash. The rules
+ * are the reference library's: a header of at most 100 MB, valid UTF-8 with no NUL, and tensor
+ * byte ranges that tile the data section exactly (no overlap, no gap, nothing after the last). */
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -140,6 +142,70 @@ static int parse_metadata(SafeTensors *st, const cJSON *j, const char *path, Err
     return 0;
 }
 
+/* Order of tensors by where their bytes begin (then end: empty tensors first). */
+static const SafeTensors *sort_st;
+static int cmp_range(const void *a, const void *b) {
+    const StTensor *x = &sort_st->t[*(const int *)a], *y = &sort_st->t[*(const int *)b];
+    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* The tensors' byte ranges must tile [data, data + data_len) exactly. */
+static int check_coverage(const SafeTensors *st, const unsigned char *data, size_t data_len, const char *path,
+                          Err *e) {
+    int *order = xmalloc((size_t)(st->n ? st->n : 1) * sizeof *order);
+    for (int i = 0; i < st->n; i++) order[i] = i;
+    sort_st = st;
+    qsort(order, (size_t)st->n, sizeof *order, cmp_range);
+    size_t pos = 0;
+    const char *prev = NULL;
+    int rc = 0;
+    for (int i = 0; i < st->n && !rc; i++) {
+        const StTensor *t = &st->t[order[i]];
+        size_t begin = (size_t)(t->data - data);
+        if (begin < pos)
+            rc = err_set(e, "%s: tensors '%s' and '%s' overlap (bytes %zu..%zu of the data)", path, prev, t->name,
+                         begin, pos);
+        else if (begin > pos)
+            rc = err_set(e, "%s: %zu unused bytes before tensor '%s'%s%s%s (the data must be tensors only)", path,
+                         begin - pos, t->name, prev ? " (after '" : "", prev ? prev : "", prev ? "')" : "");
+        pos = begin + t->nbytes;
+        prev = t->name;
+    }
+    if (!rc && pos != data_len)
+        rc = err_set(e, "%s: %zu bytes after the last tensor%s%s%s (file longer than its header says)", path,
+                     data_len - pos, prev ? " '" : "", prev ? prev : "", prev ? "'" : "");
+    free(order);
+    return rc;
+}
+
+/* The header must be UTF-8 with no NUL byte, and no string in it may hold \u0000 (cJSON would
+ * cut the string there). Returns the offset of the first bad byte, or -1. */
+static long bad_header_byte(const unsigned char *h, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = h[i];
+        if (c == 0) return (long)i;
+        if (c == '\\' && i + 1 < n) {   /* an escape: \u0000 is a NUL too */
+            if (h[i + 1] == 'u' && i + 6 <= n && memcmp(h + i + 2, "0000", 4) == 0) return (long)i;
+            i += 2;
+            continue;
+        }
+        if (c < 0x80) { i++; continue; }
+        /* a multi-byte sequence: its length, the least code point it may encode (no overlong forms) */
+        int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!len || i + (size_t)len > n) return (long)i;
+        uint32_t cp = c & (0x7f >> len);
+        for (int k = 1; k < len; k++) {
+            if ((h[i + k] & 0xc0) != 0x80) return (long)i;
+            cp = cp << 6 | (h[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return (long)i;
+        i += (size_t)len;
+    }
+    return -1;
+}
+
 static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
     const unsigned char *buf = st->buf;
     size_t len = st->len;
@@ -147,8 +213,18 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
     if (len < 8) return err_set(e, "%s: only %zu bytes, too short for a safetensors file", path, len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    /* A safetensors file starts with a length below the cap and then '{' (README.md: neither) */
+    if (hlen > ST_MAX_HEADER || (len > 8 && buf[8] != '{'))
+        return err_set(e, "%s: not a lingen model file (safetensors): %s", path,
+                       hlen > ST_MAX_HEADER ? "its first 8 bytes are no header length (at most 100 MB)"
+                                            : "no JSON header after the length");
     if (hlen > len - 8)
-        return err_set(e, "%s: header length %" PRIu64 " past end of file (%zu bytes)", path, hlen, len);
+        return err_set(e, "%s: header length %" PRIu64 " past end of file (%zu bytes; truncated?)", path, hlen, len);
+    long bad = bad_header_byte(buf + 8, (size_t)hlen);
+    if (bad >= 0)
+        return err_set(e, "%s: header byte %ld: %s", path, bad,
+                       buf[8 + bad] == 0 || buf[8 + bad] == '\\' ? "a NUL character (not allowed in the header)"
+                                                                 : "not valid UTF-8");
 
     const char *h = (const char *)buf + 8, *end = NULL;
     *root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
@@ -187,6 +263,7 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
     const char *dup = rc ? NULL : find_duplicate(names, st->n);
     if (dup) rc = err_set(e, "%s: tensor '%s' appears twice", path, dup);
     free(names);
+    if (!rc) rc = check_coverage(st, data, data_len, path, e);
     return rc;
 }
 

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include "util.h"
 
+#define ST_MAX_HEADER 100000000   /* bytes of JSON header at most, as the reference library */
+
 typedef enum { ST_F32, ST_F16, ST_BF16, ST_I32 } StDtype;
 
 typedef struct {

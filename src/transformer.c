@@ -4,12 +4,12 @@
 #include "transformer.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention.h"
 #include "matmul.h"
+#include "threads.h"
 
 /* The RNN state S, z (returned) or the KV cache (*kv floats of keys, as many of values) of B
  * sequences: model_state_bytes at full length, split by kind. */
@@ -22,7 +22,7 @@ static size_t state_floats(const Config *c, int B, size_t *kv) {
 
 /* Attention workspace: one slice per thread. */
 static size_t scratch_floats(const Config *c, int T) {
-    return (size_t)omp_get_max_threads() * (c->attention == ATTN_LINEAR ? linear_attention_scratch(c, T)
+    return (size_t)threads_count() * (c->attention == ATTN_LINEAR ? linear_attention_scratch(c, T)
                                                                         : softmax_attention_scratch(c, T, c->seq_len));
 }
 
@@ -88,28 +88,44 @@ static void layernorm_row(float *o, const float *x, const float *w, const float 
     for (int i = 0; i < d; i++) o[i] = (x[i] - mean) * inv * w[i] + b[i];
 }
 
-static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
-    #pragma omp parallel for schedule(static) if (rows >= 64)
-    for (int r = 0; r < rows; r++) layernorm_row(out + (size_t)r * d, x + (size_t)r * d, w, b, d);
+/* Row-wise work (layer norms, residuals) in parallel items of ROWS_PER_ITEM rows; a step's
+ * few rows are not worth a parallel loop. */
+#define ROWS_PER_ITEM 16
+typedef struct { float *out, *x; const float *y, *w, *b; int rows, d, post; } Rows;
+
+static void layernorm_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Rows *q = ctx;
+    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++)
+        layernorm_row(q->out + (size_t)r * q->d, q->x + (size_t)r * q->d, q->w, q->b, q->d);
 }
 
-static void activation(float *x, size_t n, int gelu) {
-    if (gelu)   /* exact gelu, as torch.nn.functional.gelu */
-        #pragma omp parallel for schedule(static) if (n >= 65536)
-        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+static void over_rows(ParallelFn fn, const Rows *q) {
+    int items = (q->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+    if (items >= 4) parallel_for(items, fn, (void *)q, (double)q->rows * q->d);
     else
-        #pragma omp parallel for schedule(static) if (n >= 65536)
-        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+        for (int i = 0; i < items; i++) fn((void *)q, i, 0);
 }
 
-/* x = x + y, then (post-norm) x = LN(x), a row at a time (one pass, one barrier). */
-static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
-    #pragma omp parallel for schedule(static) if (rows >= 64)
-    for (int r = 0; r < rows; r++) {
-        float *xr = x + (size_t)r * d;
-        for (int i = 0; i < d; i++) xr[i] += y[(size_t)r * d + i];
-        if (post) layernorm_row(xr, xr, w, b, d);
+static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
+    over_rows(layernorm_item, &(Rows){out, (float *)x, NULL, w, b, rows, d, 0});
+}
+
+/* x = x + y, then (post-norm) x = LN(x), a row at a time (one pass, one loop). */
+static void residual_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Rows *q = ctx;
+    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++) {
+        float *xr = q->x + (size_t)r * q->d;
+        const float *yr = q->y + (size_t)r * q->d;
+        #pragma omp simd
+        for (int i = 0; i < q->d; i++) xr[i] += yr[i];
+        if (q->post) layernorm_row(xr, xr, q->w, q->b, q->d);
     }
+}
+
+static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
+    over_rows(residual_item, &(Rows){NULL, x, y, w, b, rows, d, post});
 }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
@@ -137,8 +153,7 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d); in = s->xn; }
-    matmul(s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff);
-    activation(s->hid, (size_t)rows * c->d_ff, c->gelu);
+    matmul_ex(s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff, NULL, 0, c->gelu ? MATMUL_GELU : MATMUL_RELU);
     matmul(s->xn, s->hid, w->ff2_w, w->ff2_b, rows, c->d_ff, d);
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre);
 }
@@ -163,10 +178,11 @@ void input_tokens(int *tok, const unsigned char *x, int t0, int T) {
     for (int t = 0; t < T; t++) tok[t] = t0 + t == 0 ? BOS_TOKEN : x[t0 + t - 1];
 }
 
-double transformer_flops_per_image(const Config *c) {
-    double d = c->d, N = c->seq_len, D = c->d_head, H = c->n_heads;
-    double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);          /* per token per layer */
-    double attn = c->attention == ATTN_LINEAR ? 4 * H * D * D         /* state update + readout */
-                                              : 4 * H * D * (N + 1) / 2;  /* q.k and p.v over the prefix, on average */
-    return N * (c->n_layers * (proj + attn) + 2 * d * 3 * c->n_mix);
+double transformer_flops(const Config *c, int T) {
+    double d = c->d, N = c->seq_len;
+    double proj = 2 * (3 * d * d + d * d + 2 * d * c->d_ff);   /* per token per layer */
+    double attn = c->attention == ATTN_LINEAR ? linear_attention_flops(c, T) : softmax_attention_flops(c, T);
+    return c->n_layers * (N * proj + attn) + N * 2 * d * 3 * c->n_mix;
 }
+
+double transformer_flops_per_image(const Config *c) { return transformer_flops(c, 1); }

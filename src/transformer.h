@@ -38,4 +38,7 @@ void input_tokens(int *tok, const unsigned char *x, int t0, int T);
 
 /* FLOPs per image for a full sequence in step form (matrix products and attention). */
 double transformer_flops_per_image(const Config *c);
+/* The same, run T positions per call (1: the step form, seq_len: the parallel form), counting
+ * what that form computes (its attention differs). */
+double transformer_flops(const Config *c, int T);
 #endif

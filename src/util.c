@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +39,25 @@ void *try_calloc(size_t n, size_t size, const char *what, Err *e) {
     return p;
 }
 
+int open_regular(const char *path, Err *e) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer before the check below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return err_set(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = fstat(fd, &st) != 0 ? err_set(e, "%s: %s", path, strerror(errno))
+             : S_ISDIR(st.st_mode) ? err_set(e, "%s: is a directory", path)
+             : !S_ISREG(st.st_mode) ? err_set(e, "%s: not a regular file", path)
+             : 0;
+    if (!rc) rc = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (rc) { close(fd); return -1; }
+    return fd;
+}
+
 unsigned char *read_file(const char *path, size_t *len, Err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { err_set(e, "%s: %s", path, strerror(errno)); return NULL; }
+    int fd = open_regular(path, e);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); err_set(e, "%s: %s", path, strerror(errno)); return NULL; }
     size_t cap = 1 << 16, n = 0;
     unsigned char *buf = xmalloc(cap);
     for (;;) {
@@ -61,37 +78,19 @@ unsigned char *read_file(const char *path, size_t *len, Err *e) {
     return buf;
 }
 
-int atomic_open(AtomicFile *a, const char *path, Err *e) {
-    if (strlen(path) + 8 >= sizeof a->tmp) return err_set(e, "%s: path too long", path);
-    snprintf(a->path, sizeof a->path, "%s", path);
-    snprintf(a->tmp, sizeof a->tmp, "%s.XXXXXX", path);
-    int fd = mkstemp(a->tmp);
-    if (fd < 0) return err_set(e, "%s: cannot write: %s", path, strerror(errno));
-    mode_t um = umask(0);   /* mkstemp makes 0600: give the file the usual permissions */
-    umask(um);
-    fchmod(fd, 0666 & ~um);
-    a->f = fdopen(fd, "wb");
-    if (!a->f) { close(fd); unlink(a->tmp); return err_set(e, "%s: cannot write: %s", path, strerror(errno)); }
-    return 0;
-}
-
-int atomic_commit(AtomicFile *a, Err *e) {
-    int bad = ferror(a->f);
-    if (fclose(a->f) != 0) bad = 1;
-    a->f = NULL;
-    if (bad) { unlink(a->tmp); return err_set(e, "%s: write failed (disk full?)", a->path); }
-    if (rename(a->tmp, a->path) != 0) {
-        int er = errno;
-        unlink(a->tmp);
-        return err_set(e, "%s: cannot rename into place: %s", a->path, strerror(er));
+char *text_escape(const char *s) {
+    size_t n = strlen(s);
+    char *out = xmalloc(6 * n + 1), *o = out;   /* \u00NN is 6 bytes per input byte (2 of them) at most */
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\') o += sprintf(o, "\\\\");
+        else if (*p == '\n') o += sprintf(o, "\\n");
+        else if (*p == '\t') o += sprintf(o, "\\t");
+        else if (*p < 0x20 || *p == 0x7f) o += sprintf(o, "\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) o += sprintf(o, "\\u%04x", *++p);
+        else *o++ = (char)*p;
     }
-    return 0;
-}
-
-void atomic_abort(AtomicFile *a) {
-    if (a->f) fclose(a->f);
-    a->f = NULL;
-    unlink(a->tmp);
+    *o = 0;
+    return out;
 }
 
 double now_seconds(void) {

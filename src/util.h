@@ -1,4 +1,4 @@
-/* Small helpers shared by every module: errors, allocation, files written atomically. */
+/* Small helpers shared by every module: errors, allocation, reading files. */
 #ifndef LINGEN_UTIL_H
 #define LINGEN_UTIL_H
 #include <stddef.h>
@@ -16,14 +16,16 @@ void *xcalloc(size_t n, size_t size);
 /* Allocation that may legitimately fail (user-sized): NULL and a message in e. */
 void *try_calloc(size_t n, size_t size, const char *what, Err *e);
 
-/* Read a whole file; NULL and a message naming the file on failure. */
+/* Open a regular file for reading: a descriptor, or -1 and a message naming the file ("is a
+ * directory", "not a regular file": a device or FIFO would never end or never start). */
+int open_regular(const char *path, Err *e);
+/* Read a whole regular file; NULL and a message naming the file on failure. */
 unsigned char *read_file(const char *path, size_t *len, Err *e);
 
-/* Atomic output: write to "<path>.XXXXXX" in the same directory, then rename into place. */
-typedef struct { FILE *f; char tmp[4096]; char path[4096]; } AtomicFile;
-int  atomic_open(AtomicFile *a, const char *path, Err *e);
-int  atomic_commit(AtomicFile *a, Err *e);     /* fclose + rename; removes the temp file on error */
-void atomic_abort(AtomicFile *a);              /* fclose + unlink */
+/* s made safe to print on a terminal (malloc'd): control characters, C0 and C1 (U+0080..U+009F),
+ * and DEL as \n, \t, \xNN or \u00NN, backslash as \\; so no value can move the cursor, clear
+ * the screen or start a line of its own. */
+char *text_escape(const char *s);
 
 double now_seconds(void);                      /* monotonic clock */
 #endif

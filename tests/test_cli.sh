@@ -1,20 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests: exit codes, help, outputs, error messages, Ctrl-C. Run from the repository root.
 set -u
-L=./lingen
-F=tests/fixtures
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()   { echo "ok   $1"; }
-bad()  { echo "FAIL $1"; fails=$((fails + 1)); }
-# expect CODE DESCRIPTION CMD...: run, check the exit code; stdout+stderr in $T/out
-expect() {
-  local code=$1 what=$2; shift 2
-  "$@" > "$T/out" 2>&1; local rc=$?
-  if [ $rc -eq "$code" ]; then ok "$what"; else bad "$what (exit $rc, expected $code)"; sed 's/^/     /' "$T/out" | head -5; fi
-}
-contains() { if grep -q -- "$2" "$T/out"; then ok "$1"; else bad "$1: no '$2' in:"; sed 's/^/     /' "$T/out" | head -5; fi; }
+. tests/cli_common.sh
 png_size() { python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); assert d[:8]==b"\x89PNG\r\n\x1a\n"; print(*struct.unpack(">II", d[16:24]))' "$1"; }
 
 # usage and help
@@ -115,7 +102,7 @@ for r in c["rows"]:
     assert len(r["latency"]["positions"]) == len(r["latency"]["seconds"]) == (12 if r["extrapolated"] else 784)
 assert c["sgemm"]["gflops"] > 0 and c["paper"]["linear"]["images_per_s"] == 142.8
 PY
-expect 0 "plot_compare.py draws compare's JSON" python3 scripts/plot_compare.py "$T/cmp.json" "$T/cmp.png"
+expect 0 "plot_compare.py draws compare's JSON" ${PYTHON:-/usr/bin/python3} scripts/plot_compare.py "$T/cmp.json" "$T/cmp.png"
 [ "$(head -c 8 "$T/cmp.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && ok "plot_compare.py writes a PNG" || bad "plot_compare.py: no PNG"
 expect 2 "compare --plot is not an option (plotting is scripts/plot_compare.py's)" $L compare $CMP --plot "$T/cmp2.png"
 # the softmax comparison is the default: without --softmax, the same table
@@ -200,5 +187,4 @@ contains "too big: names the largest batch that fits" "use --batch"
 expect 1 "eval: batch too big for memory" bash -c 'ulimit -v 1000000; exec ./lingen eval bits-per-dim --limit 64 --batch 64 --model models/mnist-softmax.bin'
 contains "eval too big: names the largest batch" "use --batch"
 
-echo "$fails failed"
-[ $fails -eq 0 ]
+finish

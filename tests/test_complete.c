@@ -1,5 +1,6 @@
 /* lingen complete: the hand-off (a prefix run through the parallel form, then steps) draws exactly
- * the images that feeding the prefix one step at a time draws; index lists; the grid's tiles. */
+ * the images that feeding the prefix one step at a time draws; so does sampling from scratch,
+ * from BOS; index lists; the grid's tiles. */
 #include "testutil.h"
 
 #include <string.h>
@@ -9,10 +10,10 @@
 #include "rng.h"
 #include "transformer.h"
 
-/* The reference: one image, every position in step form (T = 1), prefix values fed back as they
- * are, the rest drawn from random stream `stream` as generate() draws them. */
+/* The reference: one image, every position in step form (T = 1), BOS first, prefix values fed
+ * back as they are, the rest drawn from random stream `stream` at temperature temp. */
 static void complete_stepwise(const Model *m, const unsigned char *input, int P, uint64_t seed, uint64_t stream,
-                              unsigned char *img) {
+                              double temp, unsigned char *img) {
     const Config *c = &m->cfg;
     RunState s;
     Err e;
@@ -22,7 +23,7 @@ static void complete_stepwise(const Model *m, const unsigned char *input, int P,
     for (int t = 0; t < c->seq_len; t++) {
         int tok = t == 0 ? BOS_TOKEN : img[t - 1];
         transformer_forward(m, &s, &tok, 1, 1);
-        img[t] = t < P ? input[t] : (unsigned char)dmol_sample(s.out, c->n_mix, &rng);
+        img[t] = t < P ? input[t] : (unsigned char)dmol_sample_temp(s.out, c->n_mix, temp, &rng);
     }
     runstate_free(&s);
 }
@@ -51,7 +52,7 @@ static void check_handoff(const char *name) {
         for (int j = 0; j < n * K; j++) {
             const unsigned char *in = inputs + (size_t)(j / K) * N, *got = out + (size_t)j * N;
             assert_memory_equal(got, in, P);   /* the kept part, byte for byte */
-            complete_stepwise(&m, in, P, seed, j, ref);
+            complete_stepwise(&m, in, P, seed, j, 1.0, ref);
             if (memcmp(got, ref, N)) {
                 int t = 0;
                 while (got[t] == ref[t]) t++;
@@ -72,6 +73,40 @@ static void check_handoff(const char *name) {
 static void test_handoff_linear(void **st) { (void)st; check_handoff(FIXTURE("tiny-linear-mnist.bin")); }
 static void test_handoff_softmax(void **st) { (void)st; check_handoff(FIXTURE("tiny-softmax-mnist.bin")); }
 static void test_handoff_linear_rgb(void **st) { (void)st; check_handoff(FIXTURE("tiny-linear-cifar.bin")); }
+
+/* Sampling from scratch (no prefix): generate() in batches equals the step-by-step reference that
+ * starts from BOS, image k on stream k; at temperature 1 (also when left unset) and
+ * at 0.5. Feeding token 0 instead of BOS at the first position changes every image. */
+static void check_from_scratch(const char *name) {
+    enum { n = 5 };
+    Model m;
+    Err e;
+    if (model_load(&m, name, &e)) fail_msg("%s", e.msg);
+    int N = m.cfg.seq_len;
+    unsigned char *out = malloc((size_t)n * N), *ref = malloc(N);
+    const double temps[] = {0, 1, 0.5};
+    for (int i = 0; i < 3; i++) {
+        GenOptions o = {.seed = 21, .batch = 3, .temperature = temps[i]};   /* batches of 3 and 2 */
+        assert_int_equal(generate(&m, out, n, &o, &e), n);
+        for (int k = 0; k < n; k++) {
+            complete_stepwise(&m, NULL, 0, 21, k, temps[i] > 0 ? temps[i] : 1.0, ref);
+            const unsigned char *got = out + (size_t)k * N;
+            if (memcmp(got, ref, N)) {
+                int t = 0;
+                while (got[t] == ref[t]) t++;
+                fail_msg("%s, temperature %g, image %d: generate differs from the BOS-first steps at value %d (%d vs %d)",
+                         name, temps[i], k, t, got[t], ref[t]);
+            }
+        }
+    }
+    printf("%s: %d images from scratch equal to the step-by-step reference at T = 1 and 0.5\n", name, n);
+    free(out);
+    free(ref);
+    model_free(&m);
+}
+
+static void test_from_scratch_linear(void **st) { (void)st; check_from_scratch(FIXTURE("tiny-linear-mnist.bin")); }
+static void test_from_scratch_softmax(void **st) { (void)st; check_from_scratch(FIXTURE("tiny-softmax-mnist.bin")); }
 
 /* Parses s against n_avail images; returns the count (the indices in got), or -1. */
 static int parse(const char *s, int n_avail, int *got, Err *e) {
@@ -145,6 +180,8 @@ int main(void) {
         cmocka_unit_test(test_handoff_linear),
         cmocka_unit_test(test_handoff_softmax),
         cmocka_unit_test(test_handoff_linear_rgb),
+        cmocka_unit_test(test_from_scratch_linear),
+        cmocka_unit_test(test_from_scratch_softmax),
         cmocka_unit_test(test_index_lists),
         cmocka_unit_test(test_tiles),
     };

@@ -44,6 +44,7 @@ static void rm_dir(const char *dir) {
 
 static int tmp_teardown(void **state) {
     Tmp *t = *state;
+    dataset_cifar_batch_records = 10000;   /* some tests lower it */
     char sub[128];
     snprintf(sub, sizeof sub, "%s/mnist", t->root);
     rm_dir(sub);
@@ -290,6 +291,7 @@ static void test_root(void **state) {
 static void test_cifar_batches_and_limit(void **state) {
     Tmp *t = *state;
     char name[64];
+    dataset_cifar_batch_records = 2;
     for (int b = 1; b <= 5; b++) {
         size_t len;
         unsigned char *buf = make_cifar(2, 2 * (b - 1), &len);
@@ -386,12 +388,8 @@ static void test_truncated(void **state) {
     unsigned char *b = make_idx3(0x803, 3, 28, 28, 1000 - 16, &len);
     write_plain(img, b, len);
     expect_fail(t->root, "mnist", "test", 0, img, "truncated: expected 2368 bytes of images, got 1000");
-    /* with a limit that the file can satisfy, it loads */
-    Dataset d;
-    Err e;
-    assert_int_equal(dataset_load(&d, t->root, "mnist", "test", 1, &e), 0);
-    assert_int_equal(d.n, 1);
-    dataset_free(&d);
+    /* a limit the file could satisfy does not hide the missing rest: every file is read whole */
+    expect_fail(t->root, "mnist", "test", 1, img, "truncated: 1368 bytes of images missing");
     expect_fail(t->root, "mnist", "test", 2, img, "truncated: expected at least 1584 bytes of images, got 1000");
     assert_int_equal(unlink(img), 0);
     char gz[4200];
@@ -437,7 +435,7 @@ static void test_huge_count(void **state) {
     b = make_idx1(0x801, 0x7fffffff, 1, &len);
     write_plain(tpath(t, "mnist", "t10k-labels-idx1-ubyte"), b, len);
     free(b);
-    expect_fail(t->root, "mnist", "test", 0, gz, "truncated: expected 1683627179264 bytes of images, got 800");
+    expect_fail(t->root, "mnist", "test", 0, gz, "header says 2147483647 images (MNIST files hold 1 to 60000)");
 }
 
 static void test_wrong_dims(void **state) {
@@ -515,14 +513,11 @@ static void test_cifar_bad_size(void **state) {
     size_t len;
     unsigned char *b = make_cifar(2, 0, &len);
     const char *p = tpath(t, "cifar-10", "test_batch.bin");
+    dataset_cifar_batch_records = 2;
     write_plain(p, b, len - 5);
     expect_fail(t->root, "cifar10", "test", 0, p, "size 6141 bytes is not a multiple of 3073");
-    /* the first record alone is fine: a limit stops before the bad tail */
-    Dataset d;
-    Err e;
-    assert_int_equal(dataset_load(&d, t->root, "cifar10", "test", 1, &e), 0);
-    assert_int_equal(d.n, 1);
-    dataset_free(&d);
+    /* a limit of one record does not hide the bad tail: every file is read whole */
+    expect_fail(t->root, "cifar10", "test", 1, p, "size 6141 bytes is not a multiple of 3073");
     write_gz(p, b, len - 5);   /* gzipped content under the plain name works the same */
     expect_fail(t->root, "cifar10", "test", 0, p, "not a multiple of 3073");
     write_plain(p, b, 0);
@@ -535,10 +530,85 @@ static void test_cifar_bad_label(void **state) {
     size_t len;
     unsigned char *b = make_cifar(3, 0, &len);
     b[2 * 3073] = 10;
+    dataset_cifar_batch_records = 3;
     const char *p = tpath(t, "cifar-10", "test_batch.bin");
     write_plain(p, b, len);
     free(b);
     expect_fail(t->root, "cifar10", "test", 0, p, "record 2 has label 10, expected 0..9");
+}
+
+/* A CIFAR-10 batch is exactly 10,000 records: fewer is an error, and a gzip bomb of more is
+ * refused at record 10,001 (a 30 KB file of zeros decompresses to 30 MB and beyond). */
+static void test_cifar_record_count(void **state) {
+    Tmp *t = *state;
+    const char *p = tpath(t, "cifar-10", "test_batch.bin.gz");
+    size_t len;
+    unsigned char *b = make_cifar(3, 0, &len);
+    write_gz(p, b, len);
+    free(b);
+    expect_fail(t->root, "cifar10", "test", 0, p, "3 records, a CIFAR-10 batch holds exactly 10000");
+    b = calloc(10001, 3073);
+    assert_non_null(b);
+    write_gz(p, b, (size_t)10001 * 3073);
+    expect_fail(t->root, "cifar10", "test", 0, p, "more than 10000 records");
+    expect_fail(t->root, "cifar10", "test", 5, p, "more than 10000 records");   /* --limit too */
+    write_gz(p, b, (size_t)10000 * 3073);
+    Dataset d;
+    Err e;
+    if (dataset_load(&d, t->root, "cifar10", "test", 0, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(d.n, 10000);
+    dataset_free(&d);
+    free(b);
+}
+
+/* A gzip file without its 8-byte trailer (CRC and length), or with a wrong CRC, is refused
+ * even when --limit needs only its start (1.5 MB: more than zlib decodes ahead). */
+static void test_gzip_trailer(void **state) {
+    Tmp *t = *state;
+    write_mnist(t, 2000);
+    const char *img = tpath(t, "mnist", "t10k-images-idx3-ubyte");
+    size_t len, glen;
+    unsigned char *b = slurp(img, &len);
+    assert_int_equal(unlink(img), 0);
+    char gz[4200];
+    snprintf(gz, sizeof gz, "%s.gz", img);
+    write_gz(gz, b, len);
+    free(b);
+    unsigned char *g = slurp(gz, &glen);
+    write_plain(gz, g, glen - 8);   /* no trailer */
+    expect_fail(t->root, "mnist", "test", 0, gz, "truncated gzip stream");
+    expect_fail(t->root, "mnist", "test", 1, gz, "truncated gzip stream");
+    g[glen - 8] ^= 1;               /* a wrong CRC */
+    write_plain(gz, g, glen);
+    expect_fail(t->root, "mnist", "test", 1, gz, "incorrect data check");
+    free(g);
+    /* the same for a CIFAR batch */
+    dataset_cifar_batch_records = 200;
+    const char *p = tpath(t, "cifar-10", "test_batch.bin.gz");
+    b = make_cifar(200, 0, &len);
+    write_gz(p, b, len);
+    free(b);
+    g = slurp(p, &glen);
+    write_plain(p, g, glen - 8);
+    expect_fail(t->root, "cifar10", "test", 1, p, "truncated gzip stream");
+    free(g);
+}
+
+/* Only regular files: a directory or a FIFO in a file's place is named as such, at once (a FIFO
+ * with no writer would block a plain open for ever: the alarm turns that into a failure). */
+static void test_not_regular_files(void **state) {
+    Tmp *t = *state;
+    write_mnist(t, 1);
+    const char *img = tpath(t, "mnist", "t10k-images-idx3-ubyte");
+    assert_int_equal(unlink(img), 0);
+    assert_int_equal(mkdir(img, 0700), 0);
+    expect_fail(t->root, "mnist", "test", 0, img, "is a directory");
+    assert_int_equal(rmdir(img), 0);
+    assert_int_equal(mkfifo(img, 0600), 0);
+    alarm(20);
+    expect_fail(t->root, "mnist", "test", 0, img, "not a regular file");
+    alarm(0);
+    assert_int_equal(unlink(img), 0);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, tmp_setup, tmp_teardown)
@@ -565,6 +635,9 @@ int main(void) {
         T(test_corrupt_gzip),
         T(test_cifar_bad_size),
         T(test_cifar_bad_label),
+        T(test_cifar_record_count),
+        T(test_gzip_trailer),
+        T(test_not_regular_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,12 +120,14 @@ static int sample_scale_bug(const float *out, int M, Rng *r) { return buggy_samp
 static int sample_floor_bug(const float *out, int M, Rng *r) { return buggy_sample(out, M, r, 0, 1); }
 static int sample_reference(const float *out, int M, Rng *r) { return buggy_sample(out, M, r, 0, 0); }
 
-/* Pearson's chi-square of n draws against dmol_pmf; bins with expected count < 5 are merged with
+static double chi_temp = 1;   /* the temperature of the PMF that chi_square compares with */
+
+/* Pearson's chi-square of n draws against dmol_pmf_temp at chi_temp; bins with expected count < 5 are merged with
  * their neighbours (in value order). Returns the statistic, *df the degrees of freedom. */
 static double chi_square(const float *out, int M, Sampler draw, int n, uint64_t seed, int *df) {
     double p[256];
     long count[256] = {0};
-    dmol_pmf(out, M, p);
+    dmol_pmf_temp(out, M, chi_temp, p);
     Rng r;
     rng_init(&r, seed, 0);
     for (int i = 0; i < n; i++) {
@@ -224,6 +226,107 @@ static void test_sample_deterministic_and_in_range(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- temperature */
+
+/* The tempered PMF from its definition, in double: weights softmax(logits / T), component k a
+ * logistic of mean mu_k and scale T exp(max(log_s_k, LOG_SCALE_MIN)), P(x) the mass of bin x
+ * (edges open) as a difference of sigmoids. */
+static void tempered_pmf_ref(const float *out, int M, double T, double p[256]) {
+    double w[64], total = 0, mx = -INFINITY;
+    for (int k = 0; k < M; k++) mx = fmax(mx, out[k] / T);
+    for (int k = 0; k < M; k++) total += w[k] = exp(out[k] / T - mx);
+    for (int x = 0; x < 256; x++) {
+        double c = x / 127.5 - 1;
+        p[x] = 0;
+        for (int k = 0; k < M; k++) {
+            double s = T * exp(fmax(out[2 * M + k], LOG_SCALE_MIN)), mu = out[M + k];
+            double hi = x == 255 ? 1 : 1 / (1 + exp(-(c + 1.0 / 255 - mu) / s));
+            double lo = x == 0 ? 0 : 1 / (1 + exp(-(c - 1.0 / 255 - mu) / s));
+            p[x] += w[k] / total * (hi - lo);
+        }
+    }
+}
+
+static double entropy_bits(const double p[256]) {
+    double h = 0;
+    for (int x = 0; x < 256; x++) if (p[x] > 0) h -= p[x] * log2(p[x]);
+    return h;
+}
+
+/* Head outputs that stay inside the range (no mass piled on the open edge bins), where the
+ * entropy of the values falls with the temperature. */
+static const float INSIDE[30] = {
+    1.0f, 0.5f, -0.3f, 2.0f, -1.0f, 0.0f, 0.7f, -2.0f, 1.5f, 0.2f,
+    -0.6f, -0.5f, 0.0f, 0.31f, 0.6f, 0.55f, 0.2f, -0.3f, 0.45f, -0.1f,
+    -3.5f, -5, -3, -6.5f, -4, -4, -3, -4.5f, -7, -3.2f,
+};
+
+/* dmol_pmf_temp is the definition above at every T (and T = 1 is dmol_pmf bit for bit). */
+static void test_temperature_pmf(void **state) {
+    (void)state;
+    const double temps[] = {0.05, 0.25, 0.5, 1, 1.5, 3};
+    const float *cases[] = {MIXTURE, INSIDE, SHARP, BROAD};
+    const int Ms[] = {10, 10, 1, 1};
+    for (int c = 0; c < 4; c++) {
+        double p1[256], p[256], ref[256];
+        dmol_pmf(cases[c], Ms[c], p1);
+        dmol_pmf_temp(cases[c], Ms[c], 1.0, p);
+        assert_memory_equal(p, p1, sizeof p);
+        for (size_t i = 0; i < sizeof temps / sizeof *temps; i++) {
+            dmol_pmf_temp(cases[c], Ms[c], temps[i], p);
+            tempered_pmf_ref(cases[c], Ms[c], temps[i], ref);
+            for (int x = 0; x < 256; x++)
+                if (!(fabs(p[x] - ref[x]) <= 1e-12))
+                    fail_msg("case %d T=%g x=%d: dmol_pmf_temp %.17g, definition %.17g", c, temps[i], x, p[x], ref[x]);
+        }
+    }
+}
+
+/* Lower T, lower entropy: of the PMF, and of the values actually drawn. */
+static void test_temperature_lowers_entropy(void **state) {
+    (void)state;
+    const double temps[] = {2, 1, 0.5, 0.25};
+    double prev = INFINITY, prev_drawn = INFINITY;
+    for (int i = 0; i < 4; i++) {
+        double p[256], q[256] = {0};
+        dmol_pmf_temp(INSIDE, 10, temps[i], p);
+        Rng r;
+        rng_init(&r, 9, 0);
+        for (int j = 0; j < N_DRAWS; j++) q[dmol_sample_temp(INSIDE, 10, temps[i], &r)] += 1.0 / N_DRAWS;
+        double h = entropy_bits(p), h_drawn = entropy_bits(q);
+        printf("   T = %-4g entropy %.3f bits (PMF), %.3f bits (%d draws)\n", temps[i], h, h_drawn, N_DRAWS);
+        assert_true(h < prev - 0.1);
+        assert_true(h_drawn < prev_drawn - 0.1);
+        assert_true(fabs(h_drawn - h) < 0.02);
+        prev = h;
+        prev_drawn = h_drawn;
+    }
+}
+
+/* The sampler draws from the tempered PMF (chi-square), and at T = 1 draws the very values
+ * dmol_sample draws. */
+static int sample_at_temp(const float *out, int M, Rng *r) { return dmol_sample_temp(out, M, chi_temp, r); }
+
+static void test_temperature_sampler(void **state) {
+    (void)state;
+    Rng a, b;
+    rng_init(&a, 5, 1);
+    rng_init(&b, 5, 1);
+    for (int i = 0; i < 10000; i++) assert_int_equal(dmol_sample_temp(MIXTURE, 10, 1.0, &a), dmol_sample(MIXTURE, 10, &b));
+    const double temps[] = {0.3, 0.7, 2};
+    for (int i = 0; i < 3; i++) {
+        chi_temp = temps[i];
+        char name[32];
+        snprintf(name, sizeof name, "T = %g", temps[i]);
+        assert_true(chi_square_passes(MIXTURE, 10, sample_at_temp, name, 10 + i));
+        assert_true(chi_square_passes(INSIDE, 10, sample_at_temp, name, 20 + i));
+        assert_true(chi_square_passes(BROAD, 1, sample_at_temp, name, 30 + i));
+    }
+    chi_temp = 0.5;   /* power: the model's own draws are not the PMF at another temperature */
+    assert_false(chi_square_passes(MIXTURE, 10, dmol_sample, "T = 1 vs 0.5", 40));
+    chi_temp = 1;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pmf_sums_to_one),
@@ -233,6 +336,9 @@ int main(void) {
         cmocka_unit_test(test_sampler_matches_pmf),
         cmocka_unit_test(test_chi_square_catches_bugs),
         cmocka_unit_test(test_sample_deterministic_and_in_range),
+        cmocka_unit_test(test_temperature_pmf),
+        cmocka_unit_test(test_temperature_lowers_entropy),
+        cmocka_unit_test(test_temperature_sampler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

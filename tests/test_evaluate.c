@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "dataset.h"
 #include "dmol.h"
@@ -59,6 +60,22 @@ static void check(const char *name) {
 static void test_linear(void **st) { (void)st; check("tiny-linear-mnist"); }
 static void test_softmax(void **st) { (void)st; check("tiny-softmax-mnist"); }
 
+/* Finite weights whose activations overflow float32: a clear error, not "inf +- nan". */
+static void test_non_finite_log_prob(void **st) {
+    (void)st;
+    Err e = {{0}};
+    Model m;
+    if (model_load(&m, FIXTURE("tiny-linear-mnist.bin"), &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < m.cfg.d; i++) m.norm_w[i] = m.norm_b[i] = 3e38f;
+    unsigned char img[784] = {0};
+    double per[2];
+    for (int form = 0; form < 2; form++) {
+        assert_int_equal(evaluate_bits_per_dim(&m, img, 1, 1, form, per, NULL, NULL, &e), -1);
+        assert_non_null(strstr(e.msg, "image 0: the log-probability is not finite"));
+    }
+    model_free(&m);
+}
+
 static void test_mean_and_stderr(void **st) {
     (void)st;
     double v[] = {1, 2, 3, 4}, mean, se;
@@ -71,6 +88,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_non_finite_log_prob),
         cmocka_unit_test(test_mean_and_stderr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,39 +12,10 @@
 #include <zlib.h>
 #include "image.h"
 
-static char dir[256];          /* a fresh temp directory per test */
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(dir, sizeof dir, "/tmp/lingen-test-image-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char p[600];
-    while (d && (de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (remove(p)) rmdir(p);
-    }
-    if (d) closedir(d);
-    return rmdir(dir);
-}
-
-static const char *in_dir(const char *name) {
-    static char p[4][600];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", dir, name);
-    return p[i];
-}
-
-/* Number of entries in dir, and whether any of them looks like a temp file ("name.XXXXXX"). */
+/* Number of entries in test_dir, and whether any of them looks like a temp file ("name.XXXXXX"). */
 static int dir_entries(int *n_temp) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(test_dir);
     assert_non_null(d);
     int n = 0;
     *n_temp = 0;
@@ -99,7 +70,7 @@ static void test_grid_round_trip(void **state) {
     unsigned char imgs[5 * 28 * 28];
     fill(imgs, sizeof imgs, 1);
     for (size_t i = 0; i < sizeof imgs; i++) if (!imgs[i]) imgs[i] = 1;   /* tiles never 0, borders are */
-    const char *path = in_dir("grid.png");
+    const char *path = test_in_dir("grid.png");
     Err e = {{0}};
     if (image_write_grid(path, imgs, n, h, w, 1, 0, &e)) fail_msg("%s", e.msg);
     int gh, gw;
@@ -128,7 +99,7 @@ static void test_rgb_round_trip(void **state) {
     const int h = 32, w = 32;
     unsigned char img[32 * 32 * 3], back[32 * 32 * 3], gray[32 * 32];
     fill(img, sizeof img, 7);
-    const char *path = in_dir("rgb.png");
+    const char *path = test_in_dir("rgb.png");
     Err e = {{0}};
     if (image_write_png(path, img, h, w, 3, &e)) fail_msg("%s", e.msg);
     if (image_read_png(path, back, h, w, 3, &e)) fail_msg("%s", e.msg);
@@ -178,7 +149,7 @@ static void test_read_flavours(void **state) {
     /* gray + alpha (opaque): the gray values; as RGB: replicated */
     unsigned char ga[2 * N];
     for (int i = 0; i < N; i++) { ga[2 * i] = g8[i]; ga[2 * i + 1] = 255; }
-    const char *p = in_dir("ga.png");
+    const char *p = test_in_dir("ga.png");
     write_with_libpng(p, ga, H, W, PNG_FORMAT_GA, NULL, 0);
     if (image_read_png(p, out1, H, W, 1, &e)) fail_msg("%s", e.msg);
     assert_memory_equal(out1, g8, N);
@@ -188,14 +159,14 @@ static void test_read_flavours(void **state) {
     /* 16-bit gray: v * 257 reads back as v */
     png_uint_16 g16[N];
     for (int i = 0; i < N; i++) g16[i] = (png_uint_16)(g8[i] * 257);
-    p = in_dir("g16.png");
+    p = test_in_dir("g16.png");
     write_with_libpng(p, g16, H, W, PNG_FORMAT_LINEAR_Y, NULL, 0);
     if (image_read_png(p, out1, H, W, 1, &e)) fail_msg("%s", e.msg);
     assert_memory_equal(out1, g8, N);
     /* palette */
     unsigned char cmap[4 * 3] = {0, 0, 0, 255, 0, 0, 10, 200, 30, 255, 255, 255}, idx[N];
     for (int i = 0; i < N; i++) idx[i] = (unsigned char)(i % 4);
-    p = in_dir("pal.png");
+    p = test_in_dir("pal.png");
     write_with_libpng(p, idx, H, W, PNG_FORMAT_RGB_COLORMAP, cmap, 4);
     if (image_read_png(p, out3, H, W, 3, &e)) fail_msg("%s", e.msg);
     for (int i = 0; i < N; i++) assert_memory_equal(out3 + 3 * i, cmap + 3 * idx[i], 3);
@@ -205,7 +176,7 @@ static void test_read_flavours(void **state) {
         rgba[4 * i] = 200; rgba[4 * i + 1] = 100; rgba[4 * i + 2] = 50;
         rgba[4 * i + 3] = (unsigned char)(i % 3 == 0 ? 0 : i % 3 == 1 ? 255 : 128);
     }
-    p = in_dir("rgba.png");
+    p = test_in_dir("rgba.png");
     write_with_libpng(p, rgba, H, W, PNG_FORMAT_RGBA, NULL, 0);
     if (image_read_png(p, out3, H, W, 3, &e)) fail_msg("%s", e.msg);
     for (int i = 0; i < N; i++) {
@@ -229,7 +200,7 @@ static void test_read_errors(void **state) {
     fill(big, sizeof big, 5);
     Err e = {{0}};
     /* not a PNG: text, and a file shorter than the signature */
-    const char *p = in_dir("notes.txt");
+    const char *p = test_in_dir("notes.txt");
     write_bytes(p, "hello, this is not a PNG at all\n", 32);
     assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
     assert_error(&e, p, "not a PNG file");
@@ -237,11 +208,11 @@ static void test_read_errors(void **state) {
     assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
     assert_error(&e, p, "not a PNG file");
     /* missing file */
-    p = in_dir("missing.png");
+    p = test_in_dir("missing.png");
     assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
     assert_error(&e, p, "No such file");
     /* wrong size */
-    p = in_dir("big.png");
+    p = test_in_dir("big.png");
     if (image_write_png(p, big, 30, 30, 1, &e)) fail_msg("%s", e.msg);
     assert_int_not_equal(image_read_png(p, img, 28, 28, 1, &e), 0);
     assert_error(&e, p, "image is 30x30, the model needs 28x28");
@@ -249,7 +220,7 @@ static void test_read_errors(void **state) {
     size_t len;
     unsigned char *data = read_file(p, &len, &e);
     assert_non_null(data);
-    const char *t = in_dir("trunc.png");
+    const char *t = test_in_dir("trunc.png");
     size_t cuts[] = {8, 20, 40, len / 2, len - 13, len - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
         write_bytes(t, data, cuts[i]);
@@ -306,7 +277,7 @@ static void test_huge_ancillary_chunk(void **state) {
     unsigned char img[28 * 28], back[28 * 28], png[8192], orig[8192];
     fill(img, sizeof img, 9);
     Err e = {{0}};
-    const char *p = in_dir("base.png");
+    const char *p = test_in_dir("base.png");
     if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
     size_t len;
     unsigned char *data = read_file(p, &len, &e);
@@ -321,14 +292,14 @@ static void test_huge_ancillary_chunk(void **state) {
     n = insert_chunk(png, n, after_ihdr, "gAMA", 4, "\0\0\xb1\x8f", 4);
     n = insert_chunk(png, n, after_ihdr, "sPLT", 10, "pal\0\x08\1\2\3\4\5", 10);
     n = insert_chunk(png, n, after_ihdr, "prVt", 3, "abc", 3);
-    p = in_dir("chunks.png");
+    p = test_in_dir("chunks.png");
     write_bytes(p, png, n);
     if (image_read_png(p, back, 28, 28, 1, &e)) fail_msg("%s", e.msg);
     assert_memory_equal(back, img, sizeof img);
     /* an sPLT that claims 1 GB: a clear error, and no gigabyte of memory on the way */
     memcpy(png, orig, len);
     insert_chunk(png, len, after_ihdr, "sPLT", 1u << 30, "pal\0\x08", 5);
-    p = in_dir("huge-splt.png");
+    p = test_in_dir("huge-splt.png");
     write_bytes(p, png, after_ihdr + 17);
     long mb = read_in_child_mb(p, "corrupt PNG: truncated file");
     if (mb > 256) fail_msg("reading a 50-byte PNG took %ld MB", mb);
@@ -342,7 +313,7 @@ static void test_write_errors_leave_nothing(void **state) {
     assert_int_not_equal(image_write_grid(p, img, 1, 28, 28, 1, 0, &e), 0);
     assert_error(&e, p, "");
     /* the target is a directory: the temp file is written, the rename fails, the temp file goes */
-    p = in_dir("adir");
+    p = test_in_dir("adir");
     assert_int_equal(mkdir(p, 0700), 0);
     assert_int_not_equal(image_write_png(p, img, 28, 28, 1, &e), 0);
     assert_error(&e, p, "");
@@ -350,7 +321,7 @@ static void test_write_errors_leave_nothing(void **state) {
     assert_int_equal(dir_entries(&n_temp), 1);   /* only adir */
     assert_int_equal(n_temp, 0);
     /* a successful write replaces the old file and leaves only it */
-    p = in_dir("out.png");
+    p = test_in_dir("out.png");
     if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
     img[0] = 77;
     if (image_write_png(p, img, 28, 28, 1, &e)) fail_msg("%s", e.msg);
@@ -367,12 +338,12 @@ static void test_write_errors_leave_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grid_size),
-        cmocka_unit_test_setup_teardown(test_grid_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rgb_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_flavours, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_write_errors_leave_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_huge_ancillary_chunk, setup, teardown),
+        TEST_IN_DIR(test_grid_round_trip),
+        TEST_IN_DIR(test_rgb_round_trip),
+        TEST_IN_DIR(test_read_flavours),
+        TEST_IN_DIR(test_read_errors),
+        TEST_IN_DIR(test_write_errors_leave_nothing),
+        TEST_IN_DIR(test_huge_ancillary_chunk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,9 +4,9 @@
 #include "testutil.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include "matmul.h"
+#include "threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
 
@@ -51,7 +51,7 @@ static void test_against_reference(void **state) {
     const int n_in[] = {1, 3, 16, 33, 256};
     const int n_out[] = {1, 9, 16, 17, 30, 32, 33, 48, 70};   /* panels of 16 or 32 columns */
     for (int t = 1; t <= 2; t++) {   /* one and two threads share the work differently */
-        omp_set_num_threads(t);
+        threads_set(t);
         for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
             for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
                 for (size_t k = 0; k < sizeof n_out / sizeof *n_out; k++) check(rows[a], n_in[c], n_out[k]);

@@ -192,7 +192,33 @@ static void bad_activation(Parts *p) { set_meta(p, "activation", "tanh"); }
 static void bad_dataset(Parts *p) { set_meta(p, "dataset", "imagenet"); }
 static void bad_bos(Parts *p) { set_meta(p, "bos", "0"); }
 static void control_in_value(Parts *p) { set_meta(p, "norm", "po\nst"); }
-static void missing_tensor(Parts *p) { cJSON_DeleteItemFromObjectCaseSensitive(p->hdr, "layers.1.ff1.weight"); }
+static void missing_tensor(Parts *p) {   /* renamed: its bytes still accounted for */
+    cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(p->hdr, "layers.1.ff1.weight");
+    cJSON_AddItemToObject(p->hdr, "layers.1.ff1.weights", t);
+}
+static void unlisted_bytes(Parts *p) { cJSON_DeleteItemFromObjectCaseSensitive(p->hdr, "layers.1.ff1.weight"); }
+static void trailing_bytes(Parts *p) {
+    p->data = realloc(p->data, p->dlen + 4);
+    memset(p->data + p->dlen, 0, 4);
+    p->dlen += 4;
+}
+static void header_over_cap(Parts *p) { p->set_hlen = 1; p->hlen = 100000001; }
+static void text_file(Parts *p) { p->header_text = "lingen\n\nSamples images pixel by pixel\n"; p->pad = 0; p->set_hlen = 1;
+                                  p->hlen = 0x6e65676e696c2023ull; }
+static void invalid_utf8(Parts *p) { cJSON_AddItemToObject(meta(p), "note", cJSON_CreateString("caf\xe9")); }
+static void overlong_utf8(Parts *p) { cJSON_AddItemToObject(meta(p), "note", cJSON_CreateString("\xc0\xae")); }
+static void escaped_nul(Parts *p) { p->header_text = "{\"__metadata__\": {\"format\": \"lin\\u0000gen\"}}"; }
+/* a value in a tensor's bytes: F32 little-endian at element k */
+static void poke(Parts *p, const char *name, size_t k, float v) {
+    size_t off = (size_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(tensor(p, name), "data_offsets"), 0)->valuedouble;
+    memcpy(p->data + off + 4 * k, &v, 4);
+}
+static void nan_head_bias(Parts *p) { poke(p, "head.bias", 2, NAN); }
+static void inf_emb(Parts *p) { poke(p, "emb.weight", 5, INFINITY); }
+static void ninf_norm_bias(Parts *p) { poke(p, "layers.1.norm1.bias", 0, -INFINITY); }
+static void nan_linear(Parts *p) { poke(p, "layers.0.attn.qkv.weight", 33, NAN); }
+static void side_too_large(Parts *p) { set_meta(p, "height", "1024"); set_meta(p, "width", "1024"); }
+static void channels_2(Parts *p) { set_meta(p, "channels", "2"); }
 static void transposed(Parts *p) { set_ints(tensor(p, "layers.0.ff1.weight"), "shape", 2, (double[]){32, 64}); }
 static void wrong_ndim(Parts *p) { set_ints(tensor(p, "head.bias"), "shape", 2, (double[]){3, 3}); }
 static void config_mismatch(Parts *p) { set_meta(p, "d_ff", "63"); }
@@ -228,11 +254,17 @@ static void offsets_missing(Parts *p) {
 }
 static void truncated(Parts *p) { p->drop = p->dlen / 2; }
 static void truncated_by_one(Parts *p) { p->drop = 1; }
-static void extra_tensor(Parts *p) {
+static void extra_tensor(Parts *p) {   /* an empty one: it takes no bytes */
+    cJSON *t = cJSON_AddObjectToObject(p->hdr, "foo");
+    cJSON_AddStringToObject(t, "dtype", "F32");
+    set_ints(t, "shape", 1, (double[]){0});
+    set_ints(t, "data_offsets", 2, (double[]){(double)p->dlen, (double)p->dlen});
+}
+static void overlapping_tensor(Parts *p) {
     cJSON *t = cJSON_AddObjectToObject(p->hdr, "foo");
     cJSON_AddStringToObject(t, "dtype", "F32");
     set_ints(t, "shape", 1, (double[]){1});
-    set_ints(t, "data_offsets", 2, (double[]){0, 4});
+    set_ints(t, "data_offsets", 2, (double[]){4, 8});
 }
 static void duplicate_tensor(Parts *p) {
     cJSON_AddItemToObject(p->hdr, "emb.weight", cJSON_Duplicate(tensor(p, "emb.weight"), 1));
@@ -248,11 +280,16 @@ static const Case CASES[] = {
     {"empty file", empty_file, "empty file"},
     {"shorter than 8 bytes", five_bytes, "only 5 bytes"},
     {"header length past end", hlen_past_end, "header length 1000000 past end of file ("},
-    {"header length 2^64-1", hlen_huge, "header length 18446744073709551615 past end of file"},
+    {"header length 2^64-1", hlen_huge, "not a lingen model file (safetensors)"},
+    {"header length over 100 MB", header_over_cap, "not a lingen model file (safetensors)"},
+    {"a text file", text_file, "not a lingen model file (safetensors)"},
+    {"header not UTF-8", invalid_utf8, "not valid UTF-8"},
+    {"header with an overlong UTF-8 form", overlong_utf8, "not valid UTF-8"},
+    {"header with an escaped NUL", escaped_nul, "a NUL character"},
     {"header not JSON", not_json, "header is not valid JSON"},
-    {"header JSON not an object", not_object, "header is not a JSON object"},
+    {"header JSON not an object", not_object, "not a lingen model file (safetensors)"},
     {"junk after the header JSON", junk_after, "junk after the JSON at byte 3"},
-    {"NUL after the header JSON", nul_in_padding, "junk after the JSON at byte 2"},
+    {"NUL after the header JSON", nul_in_padding, "header byte 2: a NUL character"},
     {"no __metadata__", no_metadata, "no __metadata__"},
     {"__metadata__ not an object", metadata_array, "__metadata__ is not a JSON object"},
     {"metadata value not a string", metadata_number, "__metadata__ value 'n_layers' is not a string"},
@@ -272,7 +309,13 @@ static const Case CASES[] = {
     {"n_heads = 4.0", heads_fraction, "metadata: n_heads = '4.0' is not a positive integer"},
     {"n_layers too large", layers_huge, "metadata: n_layers = '100000' is out of range (1..1024)"},
     {"n_layers overflows", layers_overflow, "n_layers = '99999999999999999999999' is out of range"},
-    {"channels too large", channels_5, "metadata: channels = '5' is out of range (1..4)"},
+    {"channels too large", channels_5, "metadata: channels = '5' is out of range (1..3)"},
+    {"channels 2", channels_2, "channels = '2': must be 1 (gray) or 3 (RGB)"},
+    {"images of 1024x1024", side_too_large, "metadata: height = '1024' is out of range (1..64)"},
+    {"NaN in head.bias", nan_head_bias, "tensor 'head.bias' holds a non-finite value (NaN at index 2)"},
+    {"+Inf in emb.weight", inf_emb, "tensor 'emb.weight' holds a non-finite value (+Inf at index 5)"},
+    {"-Inf in a LayerNorm bias", ninf_norm_bias, "tensor 'layers.1.norm1.bias' holds a non-finite value (-Inf at index 0)"},
+    {"NaN in a Linear weight", nan_linear, "tensor 'layers.0.attn.qkv.weight' holds a non-finite value (NaN at index 33)"},
     {"d too large", d_too_big, "d = n_heads * d_head = 4194304 is too large"},
     {"d odd", d_odd, "d = n_heads * d_head = 7 must be even"},
     {"bad attention", bad_attention, "metadata: attention = 'quadratic', expected linear or softmax"},
@@ -308,6 +351,9 @@ static const Case CASES[] = {
     {"truncated in the middle", truncated, "past end of data (43122 bytes; file truncated?)"},
     {"truncated by one byte", truncated_by_one, "tensor 'head.bias': data_offsets [86208, 86244] past end of data"},
     {"unexpected tensor", extra_tensor, "unexpected tensor 'foo'"},
+    {"overlapping tensors", overlapping_tensor, "tensors 'emb.weight' and 'foo' overlap"},
+    {"bytes no tensor owns", unlisted_bytes, "8192 unused bytes before tensor 'layers.1.ff1.bias'"},
+    {"bytes after the last tensor", trailing_bytes, "4 bytes after the last tensor 'head.bias'"},
     {"duplicate tensor", duplicate_tensor, "tensor 'emb.weight' appears twice"},
     {"tensor entry not an object", tensor_not_object, "tensor 'head.bias' is not a JSON object"},
     {"tensor name with a newline", name_with_newline, "a tensor name contains control characters"},
@@ -324,18 +370,34 @@ static void run_case(void **state) {
     unlink(path);
 }
 
+/* Write p (and free it), then load the file into m, which must work. */
+static void load_parts(Parts *p, Model *m) {
+    const char *path = tmp_path("edited.bin");
+    write_parts(path, p);
+    parts_free(p);
+    Err e;
+    if (model_load(m, path, &e)) fail_msg("%s", e.msg);
+    unlink(path);
+}
+
 /* The untouched fixture, written back by the same code, loads: the cases above fail for their edit alone. */
 static void test_unedited_copy_loads(void **state) {
     (void)state;
     Parts p = parts_of(FIXTURE("tiny-linear-mnist.bin"));
-    const char *path = tmp_path("copy.bin");
-    write_parts(path, &p);
-    parts_free(&p);
     Model m;
-    Err e;
-    if (model_load(&m, path, &e)) fail_msg("%s", e.msg);
+    load_parts(&p, &m);
     model_free(&m);
-    unlink(path);
+}
+
+/* UTF-8 beyond ASCII, and a backslash followed by the text u0000 (not a NUL), are fine. */
+static void test_utf8_metadata_loads(void **state) {
+    (void)state;
+    Parts p = parts_of(FIXTURE("tiny-linear-mnist.bin"));
+    cJSON_AddItemToObject(meta(&p), "note", cJSON_CreateString("caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\x89 x\\u0000"));
+    Model m;
+    load_parts(&p, &m);
+    assert_string_equal(model_meta(&m, "note"), "caf\xc3\xa9 \xe6\x9d\xb1 \xf0\x9f\x8e\x89 x\\u0000");
+    model_free(&m);
 }
 
 /* The in-memory loader (fuzz_model's entry point) gives the same model, and names the input
@@ -759,6 +821,7 @@ int main(void) {
         cmocka_unit_test(test_container),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_unedited_copy_loads),
+        cmocka_unit_test(test_utf8_metadata_loads),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_load_buffer),
     };

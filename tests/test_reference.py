@@ -1,6 +1,6 @@
 """Tests of the PyTorch reference (scripts/), run with Debian's python3-torch 1.13 on the CPU:
 step form == parallel form, chunked == quadratic linear attention, the DMoL PMF, model file
-round trip, and a training smoke test whose exported model must match in the C engine."""
+round trip, and training smoke tests whose exported models must match in the C engine."""
 import math
 import os
 import subprocess
@@ -21,6 +21,7 @@ from model import (Config, Model, causal_linear_attention, dmol_log_prob, dmol_p
 
 TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)
 DATA = os.environ.get("LINGEN_DATA", os.path.join(ROOT, "data"))
+SLOW = os.environ.get("LINGEN_SLOW_TESTS") == "1"   # make test-slow
 
 
 class Reference(unittest.TestCase):
@@ -140,13 +141,28 @@ class TrainSmoke(unittest.TestCase):
     def test_mnist(self):
         self.train_export_and_match_in_c("mnist", "mnist", 40, clip="1.0", ema_every=1)
 
+    @unittest.skipUnless(SLOW, "slow (3072 positions in float64): make test-slow runs it")
     def test_cifar10(self):
-        # no clipping, as the paper, and the EMA every other step
+        # no clipping, and the EMA every other step
         self.train_export_and_match_in_c("cifar10", "cifar-10", 25, clip="0", ema_every=2)
 
-    def train_export_and_match_in_c(self, dataset, folder, steps, clip, ema_every):
+    def test_paper_recipe(self):
+        # RAdam with decoupled weight decay, each tensor's gradient clipped, a constant learning
+        # rate (no warmup: the first step's is --lr), the images in file order
+        recs, meta = self.train_export_and_match_in_c(
+            "mnist", "mnist", 40, clip="1.0", ema_every=1,
+            extra=["--optimizer", "radam", "--clip-mode", "per-tensor", "--schedule", "constant", "--no-shuffle"])
+        self.assertEqual(recs[0]["lr"], 3e-3)
+        self.assertEqual((meta["optimizer"], meta["clip_mode"], meta["schedule"], meta["shuffle"], meta["lr"]),
+                         ("radam", "per-tensor", "constant", "0", "0.003"))
+        for words in ("RAdam(lr=0.003, betas=(0.9,0.999), wd=0.01 decoupled)", "clip 1.0 per tensor",
+                      "constant lr", "file order"):
+            self.assertIn(words, meta["recipe"])
+
+    def train_export_and_match_in_c(self, dataset, folder, steps, clip, ema_every, extra=()):
         """A tiny model trains on 64 real images (loss goes down); its export loads in C and matches,
-        and its metadata names the recipe (here: the gradient clipping and the EMA's interval)."""
+        and its metadata names the recipe (here: the gradient clipping and the EMA's interval).
+        -> (the log's records, the model file's metadata)"""
         self.assertTrue(os.path.exists(os.path.join(DATA, folder)), f"no {folder} under {DATA}: set LINGEN_DATA")
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "log.jsonl")
@@ -155,7 +171,7 @@ class TrainSmoke(unittest.TestCase):
                             "--dataset", dataset, "--data", DATA, "--limit", "64", "--batch", "16",
                             "--steps", str(steps), "--lr", "3e-3", "--clip", clip, "--ema-every", str(ema_every),
                             "--warmup", "5", "--decay", "0", "--final-eval", "8", "--export", out,
-                            "--export-dtype", "f32", "--log", log], check=True, capture_output=True)
+                            "--export-dtype", "f32", "--log", log, *extra], check=True, capture_output=True)
             import json
             with open(log) as f:
                 recs = [json.loads(line) for line in f]
@@ -176,6 +192,7 @@ class TrainSmoke(unittest.TestCase):
             r = subprocess.run([exe, os.path.join(d, "smoke")], capture_output=True, text=True, cwd=ROOT)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("smoke: max |C - torch|", r.stdout)
+        return recs, meta
 
 
 if __name__ == "__main__":

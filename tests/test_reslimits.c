@@ -1,6 +1,9 @@
 /* Resource limits: the parsers, the batch arithmetic and its messages, and the memory this
  * process can get, under an address-space limit too. */
+#define _GNU_SOURCE   /* sched_setaffinity, sched_getcpu */
 #include "testutil.h"
+
+#include <sched.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +124,38 @@ static void test_resident_bytes(void **state) {
     free((void *)p);
 }
 
+/* --threads: capped at the usable cores, with a note, unless forced; 0 means all of them. */
+static void test_pick_threads(void **state) {
+    (void)state;
+    char note[200];
+    assert_int_equal(reslimits_pick_threads(0, 6, 0, note, sizeof note), 6);
+    assert_string_equal(note, "");
+    assert_int_equal(reslimits_pick_threads(4, 6, 0, note, sizeof note), 4);
+    assert_string_equal(note, "");
+    assert_int_equal(reslimits_pick_threads(1024, 2, 0, note, sizeof note), 2);
+    assert_string_equal(note, "--threads 1024: only 2 cores are usable here, using 2 (set LINGEN_FORCE_THREADS=1 to run 1024)");
+    assert_int_equal(reslimits_pick_threads(1024, 2, 1, note, sizeof note), 1024);
+    assert_string_equal(note, "");
+}
+
+/* The usable cores are the affinity mask's, not every core online. */
+static void test_usable_cores(void **state) {
+    (void)state;
+    long all = reslimits_usable_cores();
+    assert_true(all >= 1);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        _exit(sched_setaffinity(0, sizeof one, &one) == 0 && reslimits_usable_cores() == 1 ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_meminfo),
@@ -129,6 +164,8 @@ int main(void) {
         cmocka_unit_test(test_check_batch),
         cmocka_unit_test(test_available_memory),
         cmocka_unit_test(test_resident_bytes),
+        cmocka_unit_test(test_pick_threads),
+        cmocka_unit_test(test_usable_cores),
 #ifndef UNDER_ASAN
         cmocka_unit_test(test_rlimit_as),
 #endif

@@ -136,12 +136,38 @@ static void test_state_bytes(void **st) {
     assert_true(f > 9.9e9 && f < 10.3e9);   /* DESIGN.md: ~10.1 GFLOP per MNIST image */
 }
 
+/* FLOPs counted for the form that runs: the parallel form's attention computes other products
+ * than the step form's; the projections are the same. Counted here independently, per chunk. */
+static void test_flops_per_form(void **st) {
+    (void)st;
+    Config c = {.attention = ATTN_LINEAR, .n_layers = 8, .n_heads = 8, .d_head = 32, .d_ff = 1024, .n_mix = 10,
+                .d = 256, .seq_len = 784};
+    double L = 8, H = 8, D = 32, N = 784, d = 256;
+    double proj = N * L * 2 * (4 * d * d + 2 * d * 1024) + N * 2 * d * 30;
+    assert_float_equal(transformer_flops(&c, 1), proj + L * N * H * 4 * D * D, 1);
+    /* parallel form: 12 chunks of 64 and one of 16, each QK^T and AV (n x n x D), QS and K^T V (n x D x D) */
+    double chunks = 12 * (4 * 64.0 * 64 * D + 4 * 64 * D * D) + (4 * 16.0 * 16 * D + 4 * 16 * D * D);
+    assert_float_equal(transformer_flops(&c, 784), proj + L * H * chunks, 1);
+    assert_float_equal(transformer_flops_per_image(&c), transformer_flops(&c, 1), 0);
+    /* softmax, step form: position t attends to t+1 keys; parallel form: 64-query blocks see
+     * every key up to the block's last one */
+    c.attention = ATTN_SOFTMAX;
+    assert_float_equal(transformer_flops(&c, 1), proj + L * H * 4 * D * N * (N + 1) / 2, 1);
+    double blocks = 0;
+    for (int i0 = 0; i0 < 784; i0 += 64) {
+        double n = 784 - i0 < 64 ? 784 - i0 : 64;
+        blocks += 4 * n * (i0 + n) * D;
+    }
+    assert_float_equal(transformer_flops(&c, 784), proj + L * H * blocks, 1);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_mnist),
         cmocka_unit_test(test_softmax_mnist),
         cmocka_unit_test(test_linear_cifar),
         cmocka_unit_test(test_softmax_cifar),
+        cmocka_unit_test(test_flops_per_form),
         cmocka_unit_test(test_state_bytes),
     };
     if (argc > 1) {   /* test_transformer DIR/NAME: check NAME.bin against NAME.golden only */

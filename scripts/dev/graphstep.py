@@ -2,9 +2,9 @@
 
 Captured whole (forward, backward, clipping, AdamW, EMA), the host queues one replay per step
 instead of the optimizer's, clipping's and EMA's many small launches (2.7 ms of host time per
-MNIST step at batch 16, session 7's `profile_train.py --phases`). It is exact (session 8:
-losses within 2e-6 of the plain step over 5 steps) but was not faster: that host time overlaps
-the GPU's ~4.9 ms per step, which bounds the step (3,226 against 3,256 images/s).
+MNIST step at batch 16, `profile_train.py --phases`). It is exact (losses within 2e-6 of the
+plain step over 5 steps) but not faster for MNIST at batch 16: that host time overlaps the
+GPU's ~4.9 ms per step, which bounds the step (3,226 against 3,256 images/s).
 
 What changes between steps lives in GPU tensors that a replay reads: the batch (`inp`,
 `tgt`), the learning rate (`lr`) and the EMA's weight of the new weights (`ema_w`, 1 - decay;

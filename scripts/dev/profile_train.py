@@ -1,25 +1,28 @@
-"""Where a training step's GPU time goes (device machine, PyTorch 2.x, one GPU).
+"""Where a training step's GPU time goes (PyTorch 2.x, one GPU).
 
 Times the compiled training step (bf16 autocast, AdamW, as scripts/train.py) of the paper's
 MNIST or CIFAR-10 model on random images for a few variants, each printed as soon as it is
 measured, then prints the CUDA kernels of the first variant that take the most time. Stops
-starting new variants after --budget seconds, so that it fits a short device call.
+starting new variants after --budget seconds, so that it fits a short call on a GPU machine.
 
-    python3 scripts/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases] [--whole-graph]
+    python3 scripts/dev/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases] [--whole-graph]
 """
 import argparse
 import functools
+import os
+import sys
 import time
 
 import torch
 
-import model as M
-from graphstep import GraphedStep
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: model.py
+import model as M  # noqa: E402
+from graphstep import GraphedStep  # noqa: E402
 
 
 def variants():
     """(name, attention, chunk, tf32 inside the linear attention, mixed linear attention)"""
-    yield "linear, chunk 64, float32 (as trained in session 3)", "linear", 64, False, False
+    yield "linear, chunk 64, float32", "linear", 64, False, False
     yield "linear, chunk 64, mixed: bf16 products, float32 phi and sums", "linear", 64, False, True
     yield "linear, chunk 128, mixed", "linear", 128, False, True
     yield "linear, chunk 256, mixed", "linear", 256, False, True
@@ -31,8 +34,7 @@ def parts(cfg, attention, chunk, mixed, dev, mode, dropout=0.0):
     """The model (the same weights at every call), its fused AdamW, the compiled loss, the EMA."""
     cfg = M.Config(**{**cfg.as_dict(), "attention": attention})
     torch.manual_seed(0)
-    net = M.Model(cfg, dropout).to(dev).train()
-    net.chunk, net.mixed_attention = chunk, mixed
+    net = M.Model(cfg, dropout, chunk=chunk, mixed_attention=mixed).to(dev).train()
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
     fwd = torch.compile(functools.partial(M.training_loss, net, amp=True), mode=mode)
     ema = [p.detach().clone() for p in net.parameters()]

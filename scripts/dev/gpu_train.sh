@@ -1,33 +1,26 @@
 #!/usr/bin/env bash
-# Train on the device machine in the background (setsid), so that training outlives one
-# 10-minute device call; later calls watch it and bring back what it wrote.
-#   bash scripts/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
-#   bash scripts/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
-#   bash scripts/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
+# Train on a remote GPU machine in the background (setsid), so that training outlives the
+# short commands that start it; later commands watch it and bring back what it wrote ($OUT:
+# the folder whose files come back). Run from the repository root there.
+#   bash scripts/dev/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
+#   bash scripts/dev/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
+#   bash scripts/dev/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
 #                                      # dataset's runs, bring the models (or last snapshots) back
-#   bash scripts/gpu_train.sh stage [FOLDER]    # copy the carried .data/ (or FOLDER) onto the machine's disk
-#   bash scripts/gpu_train.sh stop RUN          # end one run now (e.g. mnist.scratch), to free its GPU
-#                                      # for another start in the same call; finish brings back
-#                                      # its last snapshot
+#   bash scripts/dev/gpu_train.sh stage [FOLDER]    # copy .data/ (or FOLDER) onto the machine's disk
+#   bash scripts/dev/gpu_train.sh stop RUN          # end one run now (e.g. mnist.scratch), to free its GPU
+#                                      # for another start; finish brings back its last snapshot
 # Runs of both datasets can train at once: on a machine with two GPUs give each dataset its
 # own (CUDA_VISIBLE_DEVICES=0 / 1 before start); on one GPU the four processes share it.
 # Each run starts from INIT/NAME.bin (INIT defaults to models/) if it exists, a warm restart,
-# else from scratch. Data: carried in ignored folders, copied onto the machine's disk.
-# Every call carries the working tree (64 MiB at most), so move models/*.bin (76 MB) out of it
-# for the session: models/cifar*.bin into .stage4, models/mnist*.bin into .stage5, then
-# rm models/*.bin (and `git checkout -- models/*.bin` after: not the whole folder, which would
-# also drop edits to models/README.md). The calls, back to back (the machine is given back
-# after 30 s idle); models/README.md has the arguments of the last session:
-#   carry .stage1 (cifar-10/data_batch_{1,2}.bin.gz)   stage .stage1
-#   carry .stage2 (cifar-10/data_batch_{3,4}.bin.gz)   stage .stage2
-#   carry .stage3 (cifar-10/{data_batch_5,test_batch}.bin.gz)   stage .stage3
-#   carry .stage4                INIT=.stage4 [CUDA_VISIBLE_DEVICES=1] ... start cifar10 MIN ...
-#   carry .stage5 .data (mnist)  INIT=.stage5 [CUDA_VISIBLE_DEVICES=0] ... start mnist MIN ...
-#   watch SECONDS, again and again; then finish mnist SECS, finish cifar10 SECS
-# (CUDA_VISIBLE_DEVICES only on a machine with several GPUs, one per start: with ONLY and TAG
-# below, four H200s ran four MNIST variants in session 6; from session 4 on the linear runs add
-# --mixed-attention, as fast as softmax.)
-# Model files come back in parts of at most 15 MiB (the device's limit per file is 16 MiB):
+# else from scratch. The data travels in ignored folders beside the working tree and is copied
+# onto the machine's disk (stage); a tree of at most 64 MiB travels, so the model files go in
+# folders of their own (e.g. models/cifar*.bin in .stage4, models/mnist*.bin in .stage5, with
+# INIT=.stage4 or INIT=.stage5 at start). CIFAR-10 fits in three such folders:
+#   .stage1 (cifar-10/data_batch_{1,2}.bin.gz), .stage2 (3, 4), .stage3 (5 and test_batch)
+# ONLY=NAME before start trains just that model (e.g. ONLY=cifar); TAG=T names the runs NAME.T
+# (e.g. mnist.b16), so that variants of one model train side by side, each on its own GPU
+# with CUDA_VISIBLE_DEVICES. models/README.md has each shipped model's train.py arguments.
+# Model files come back in parts of at most 15 MiB:
 #   cat NAME.bin.part* > models/NAME.bin      (a tagged run's parts are NAME.TAG.bin.part*)
 set -u
 RUN=/root/lingen-run
@@ -37,9 +30,8 @@ DATA=/root/lingen-data
 # train side by side; finish brings back every run of the dataset's models.
 names() { [ -n "${ONLY:-}" ] && echo $ONLY && return; [ "$1" = mnist ] && echo "mnist mnist-softmax" || echo "cifar cifar-softmax"; }
 runs() { for name in $(names $1); do for d in $RUN/$name $RUN/$name.*; do [ -d $d ] && echo $d; done; done; }
-# copy a carried data folder onto the machine's disk; a file already there is left alone and a
-# new one is renamed into place, so that runs already reading the data never see a half-copied
-# file (session 7 lost a run to that, when a later start copied over the files)
+# copy a data folder onto the machine's disk; a file already there is left alone and a new one
+# is renamed into place, so that runs already reading the data never see a half-copied file
 stage_data() {
   (cd $1 && find . -type f) | while read -r f; do
     cmp -s $1/$f $DATA/$f && continue
@@ -56,7 +48,7 @@ start)
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
     d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
-    # the starting weights: models/NAME.bin of this call's tree, or of a carried folder $INIT
+    # the starting weights: models/NAME.bin of the working tree, or of the folder $INIT
     init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $d/init.bin
     PYTHONUNBUFFERED=1 setsid nohup python3 scripts/train.py --dataset $ds --attention $att \
       --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \

@@ -1,0 +1,57 @@
+/* lingen models: the models that --model NAME finds, and where it looks (modelpath.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "args.h"
+#include "commands.h"
+#include "modelpath.h"
+#include "safetensors.h"
+
+int cmd_models(int argc, char **argv) {
+    int r = args_parse(argc, argv, 2, NULL, 0, "models",
+                       "List the models that --model NAME finds: name, dataset, attention, bits/dim on the\n"
+                       "full test set (as recorded in the file when it was made), size and file. The\n"
+                       "directories searched, in order (the first of a name wins):\n"
+                       "  $LINGEN_MODELS (directories separated by ':'), ./models, models/ next to the\n"
+                       "  executable, ../share/lingen/models from the executable, and the directory\n"
+                       "  `make install` put the models in.",
+                       NULL, 0, NULL);
+    if (r) return r < 0 ? 0 : r;
+    ModelDirs d;
+    modelpath_dirs(&d);
+    printf("searched, in order:\n");
+    for (int i = 0; i < d.n; i++) {
+        struct stat st;
+        printf("  %s (%s)%s\n", d.dir[i], d.why[i], stat(d.dir[i], &st) ? ": not there" : "");
+    }
+    ModelEntry *v;
+    int n = modelpath_list(&v);
+    if (n == 0) {
+        printf("no models found: set LINGEN_MODELS to a directory of model files\n");
+        free(v);
+        return 0;
+    }
+    printf("\n%-16s %-8s %-9s %-10s %9s  %s\n", "NAME", "DATASET", "ATTENTION", "BITS/DIM", "SIZE", "FILE");
+    for (int i = 0; i < n; i++) {
+        SafeTensors st;
+        Err e;
+        if (st_open(&st, v[i].path, &e)) {   /* listed all the same: --model NAME would pick it */
+            printf("%-16s (unreadable: %s)\n", v[i].name, e.msg);
+            continue;
+        }
+        const char *dataset = st_meta(&st, "dataset"), *attn = st_meta(&st, "attention");
+        const char *bpd = st_meta(&st, "test_bits_per_dim"), *imgs = st_meta(&st, "test_images");
+        char bits[64];
+        if (!bpd) snprintf(bits, sizeof bits, "-");
+        else if (imgs && strcmp(imgs, "10000")) snprintf(bits, sizeof bits, "%.10s (%.8s images)", bpd, imgs);
+        else snprintf(bits, sizeof bits, "%.10s", bpd);
+        printf("%-16s %-8.8s %-9.9s %-10s %6.1f MB  %s\n", v[i].name, dataset ? dataset : "?", attn ? attn : "?", bits,
+               st.len / 1e6, v[i].path);
+        st_close(&st);
+    }
+    printf("\nuse one with --model NAME, e.g. lingen sample --model %s\n", v[0].name);
+    free(v);
+    return 0;
+}

@@ -1,0 +1,736 @@
+/* The CUDA backend: transformer.c's forward pass, the two attentions and the DMOL sampler on
+ * one GPU (lingen_cuda.h). Layout and arithmetic follow the CPU code:
+ *   - Linear layers: y = x W^T, W row-major [out, in] float32 (unpacked from the model's panels);
+ *     cuBLAS SGEMM in plain FP32 (no TF32: the head outputs must match the CPU's to 1e-4), or a
+ *     warp-per-output kernel when there are at most 8 rows (a step at batch 1..8: latency).
+ *     The bias is added by the kernel that consumes the product (one pass fewer).
+ *   - Linear attention: one (image, head) pair per D threads, S's column e in thread e's
+ *     registers, the positions in order (the RNN, also for the parallel form: the same sums as
+ *     the chunked form up to rounding). Softmax: the new keys and values appended to the cache,
+ *     then one block per (position, head) over its prefix.
+ *   - The sampler: dmol_draw.h, the CPU's own source (double arithmetic, rng.h's PCG32 streams),
+ *     one thread per image.
+ * The current position lives in GPU memory and each forward ends by advancing it, so one CUDA
+ * graph of a whole step (every layer, the head, the sampler) replays for every position. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {   /* the engine's C headers */
+#include "../dmol_draw.h"
+#include "../generate.h"
+#include "../matmul.h"
+#include "../progress.h"
+#include "../reslimits.h"
+#include "../rng.h"
+#include "../transformer.h"
+}
+#include "lingen_cuda.h"
+
+/* ---------------------------------------------------------------- error checks */
+
+/* The first failure of a call, as "file:line: call: error" (later ones would only repeat it). */
+static char first_error[512];
+static int failed;
+
+static bool note(bool ok, const char *what, const char *why, const char *file, int line) {
+    if (!ok && !failed) {
+        snprintf(first_error, sizeof first_error, "%s:%d: %s: %s", file, line, what, why);
+        failed = 1;
+    }
+    return ok;
+}
+#define CK(x) note_cuda((x), #x, __FILE__, __LINE__)
+#define CKB(x) note_cublas((x), #x, __FILE__, __LINE__)
+#define CKL(what) note_cuda(cudaGetLastError(), what, __FILE__, __LINE__)   /* after a launch */
+
+static bool note_cuda(cudaError_t r, const char *what, const char *file, int line) {
+    return note(r == cudaSuccess, what, cudaGetErrorString(r), file, line);
+}
+static bool note_cublas(cublasStatus_t r, const char *what, const char *file, int line) {
+    return note(r == CUBLAS_STATUS_SUCCESS, what, cublasGetStatusString(r), file, line);
+}
+/* Returns -1 with the recorded failure in e, and clears it for the next run. */
+static int take_error(Err *e) {
+    err_set(e, "CUDA: %s", failed ? first_error : "unknown failure");
+    failed = 0;
+    return -1;
+}
+
+extern "C" int cuda_probe(Err *e) {
+    int n = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    if (r != cudaSuccess) return err_set(e, "no CUDA device: %s", cudaGetErrorString(r));
+    if (n < 1) return err_set(e, "no CUDA device");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- device code */
+
+#define LN_THREADS 256     /* 8 rows (warps) per block */
+#define SOFTMAX_THREADS 128
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* x[r] = concat(emb[token], pe[t0 + r % T]); t0 = *pos. */
+__global__ void embed_kernel(float *x, const int *tok, const float *emb, const float *pe, const int *pos,
+                             int rows, int T, int d, int N) {
+    int r = blockIdx.x, h = d / 2;
+    if (r >= rows) return;
+    int t = *pos + r % T, k = tok[r];
+    k = k < 0 ? 0 : k > BOS_TOKEN ? BOS_TOKEN : k;   /* the host checks tokens; never read outside */
+    t = t < N ? t : N - 1;
+    for (int i = threadIdx.x; i < h; i += blockDim.x) {
+        x[(size_t)r * d + i] = emb[(size_t)k * h + i];
+        x[(size_t)r * d + h + i] = pe[(size_t)t * h + i];
+    }
+}
+
+/* One warp per row: mean, then the variance of the deviations (as layernorm_row), then the
+ * normalized row. The warp's lanes each own the same columns in every pass. */
+__device__ void ln_row(float *o, const float *x, const float *w, const float *b, int d, int lane) {
+    float s = 0;
+    for (int i = lane; i < d; i += 32) s += x[i];
+    float mean = warp_sum(s) / d, v = 0;
+    for (int i = lane; i < d; i += 32) v += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(warp_sum(v) / d + LN_EPS);
+    for (int i = lane; i < d; i += 32) o[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
+__global__ void layernorm_kernel(float *out, const float *x, const float *w, const float *b, int rows, int d) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (r >= rows) return;
+    ln_row(out + (size_t)r * d, x + (size_t)r * d, w, b, d, threadIdx.x & 31);
+}
+
+/* x += y + bias, then (post-norm) x = LN(x). */
+__global__ void residual_kernel(float *x, const float *y, const float *bias, const float *w, const float *b,
+                                int rows, int d, int post) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    float *xr = x + (size_t)r * d;
+    const float *yr = y + (size_t)r * d;
+    for (int i = lane; i < d; i += 32) xr[i] += yr[i] + bias[i];
+    __syncwarp();
+    if (post) ln_row(xr, xr, w, b, d, lane);
+}
+
+__device__ __forceinline__ float activate(float v, int gelu);
+/* h = act(h + bias): relu, or the exact gelu. */
+__global__ void activation_kernel(float *h, const float *bias, size_t n, int dff, int gelu) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    h[i] = activate(h[i] + bias[i % dff], gelu);
+}
+
+/* out += bias; log-scales clamped below. */
+__global__ void head_kernel(float *out, const float *bias, int rows, int M) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x, K = 3 * M;
+    if (i >= rows * K) return;
+    int k = i % K;
+    float v = out[i] + bias[k];
+    out[i] = k >= 2 * M && v < LOG_SCALE_MIN ? LOG_SCALE_MIN : v;
+}
+
+__global__ void advance_kernel(int *pos, int T) { *pos += T; }
+
+__device__ __forceinline__ float activate(float v, int gelu) {   /* relu, or the exact gelu */
+    return gelu ? 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)) : (v > 0 ? v : 0);
+}
+
+/* Y[rows, n_out] = X[rows, n_in] W^T for rows <= R: one warp per output column, W's row read once.
+ * With bias: Y = act(Y + bias) (the feed-forward's first half in one launch). */
+template <int R>
+__global__ void small_linear_kernel(float *Y, const float *X, const float *W, int rows, int n_in, int n_out,
+                                    const float *bias, int gelu) {
+    int o = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (o >= n_out) return;
+    const float *w = W + (size_t)o * n_in;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0;
+    for (int i = lane; i < n_in; i += 32) {
+        float wi = w[i];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (r < rows) acc[r] += wi * X[(size_t)r * n_in + i];
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float s = warp_sum(acc[r]);
+        if (lane == 0 && r < rows) Y[(size_t)r * n_out + o] = bias ? activate(s + bias[o], gelu) : s;
+    }
+}
+
+/* phi(u) = elu(u) + 1, as attention_linear.c: u + 1 above 0, exp(u) at or below. */
+__device__ __forceinline__ float phi(float u) { return u > 0 ? u + 1.0f : expf(fminf(u, 0.0f)); }
+
+/* Linear attention over T positions in order, the RNN of attention_linear.c's step():
+ *   S += phi(k) v^T,  z += phi(k),  out = phi(q)^T S / (phi(q)^T z + eps).
+ * Block: P pairs (image, head) of D threads; thread e holds column e of its pair's S. */
+template <int D>
+__global__ void linear_attention_kernel(float *S, float *z, const float *qkv, const float *qkv_b, float *out,
+                                        int B, int H, int T) {
+    constexpr int P = D >= 128 ? 1 : 128 / D;
+    __shared__ float sq[P][D], sk[P][D], sz[P][D];
+    int y = threadIdx.y, e = threadIdx.x, d = H * D;
+    int pair = blockIdx.x * P + y;
+    bool live = pair < B * H;
+    int b = live ? pair / H : 0, h = live ? pair % H : 0;
+    float *Sp = S + (size_t)pair * D * D;
+    float Sc[D];
+    if (live) {
+#pragma unroll
+        for (int a = 0; a < D; a++) Sc[a] = Sp[(size_t)a * D + e];
+        sz[y][e] = z[(size_t)pair * D + e];
+    }
+    float bq = qkv_b[h * D + e], bk = qkv_b[d + h * D + e], bv = qkv_b[2 * d + h * D + e];
+    for (int t = 0; t < T; t++) {
+        size_t row = (size_t)b * T + t;
+        const float *base = qkv + row * 3 * d + h * D;
+        float v = 0;
+        if (live) {
+            sq[y][e] = phi(base[e] + bq);
+            sk[y][e] = phi(base[d + e] + bk);
+            v = base[2 * d + e] + bv;
+        }
+        __syncthreads();
+        if (live) sz[y][e] += sk[y][e];
+        __syncthreads();
+        if (live) {
+            float den = 0, num = 0;
+#pragma unroll
+            for (int a = 0; a < D; a++) {
+                den += sq[y][a] * sz[y][a];
+                Sc[a] += sk[y][a] * v;
+                num += sq[y][a] * Sc[a];
+            }
+            out[row * d + h * D + e] = num / (den + LINEAR_EPS);
+        }
+        __syncthreads();
+    }
+    if (live) {
+#pragma unroll
+        for (int a = 0; a < D; a++) Sp[(size_t)a * D + e] = Sc[a];
+        z[(size_t)pair * D + e] = sz[y][e];
+    }
+}
+
+/* Softmax, part 1: append the T new keys and values (with their bias) at positions t0.. */
+__global__ void kv_append_kernel(float *kc, float *vc, const float *qkv, const float *qkv_b, const int *pos,
+                                 int B, int T, int H, int D, int cap) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int d = H * D;
+    if (i >= (size_t)B * T * d) return;
+    int c = (int)(i % d);
+    size_t row = i / d;
+    int b = (int)(row / T), t = (int)(row % T), h = c / D, e = c % D, p = *pos + t;
+    if (p >= cap) return;
+    size_t at = (((size_t)b * H + h) * cap + p) * D + e;
+    kc[at] = qkv[row * 3 * d + d + c] + qkv_b[d + c];
+    vc[at] = qkv[row * 3 * d + 2 * d + c] + qkv_b[2 * d + c];
+}
+
+__device__ float block_reduce(float v, float *red, bool is_max) {
+    int lane = threadIdx.x & 31, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();   /* red may still be read from the last call */
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < nw; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    return r;
+}
+
+/* Softmax, part 2: one block per (row, head): the query at position p = t0 + t against the keys
+ * 0..p, scale 1/sqrt(D). Shared: the p+1 scores, the query, partial sums. */
+__global__ void softmax_attention_kernel(const float *kc, const float *vc, const float *qkv, const float *qkv_b,
+                                         float *out, const int *pos, int T, int H, int D, int cap) {
+    extern __shared__ float sh[];
+    float *sc = sh, *sq = sh + cap, *part = sq + D;   /* part: SOFTMAX_THREADS floats */
+    __shared__ float red[32];
+    int row = blockIdx.x / H, h = blockIdx.x % H, b = row / T, t = row % T, d = H * D, tid = threadIdx.x;
+    int p = *pos + t;
+    if (p >= cap) p = cap - 1;
+    const float *K = kc + ((size_t)b * H + h) * cap * D, *V = vc + ((size_t)b * H + h) * cap * D;
+    for (int e = tid; e < D; e += blockDim.x) sq[e] = qkv[(size_t)row * 3 * d + h * D + e] + qkv_b[h * D + e];
+    __syncthreads();
+    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY;
+    for (int j = tid; j <= p; j += blockDim.x) {
+        float s = 0;
+        for (int e = 0; e < D; e++) s += sq[e] * K[(size_t)j * D + e];
+        sc[j] = scale * s;
+        mx = fmaxf(mx, sc[j]);
+    }
+    mx = block_reduce(mx, red, true);
+    float sum = 0;
+    for (int j = tid; j <= p; j += blockDim.x) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    sum = block_reduce(sum, red, false);   /* its barrier also publishes sc */
+    float inv = 1.0f / sum;
+    int G = blockDim.x / D;                 /* groups of D threads split the keys */
+    int e = tid % D, g = tid / D;
+    float acc = 0;
+    if (g < G)
+        for (int j = g; j <= p; j += G) acc += sc[j] * V[(size_t)j * D + e];
+    part[tid] = acc;
+    __syncthreads();
+    if (tid < D) {
+        float s = 0;
+        for (int k = 0; k < G; k++) s += part[k * D + tid];
+        out[(size_t)row * d + h * D + tid] = s * inv;
+    }
+}
+
+/* ---- the sampler: dmol_draw.h, the same source as the CPU's dmol_sample and rng_uniform */
+
+/* Position *pos - 1 (the one just run) of image b: draw, store it, and make it the next step's token. */
+__global__ void sample_kernel(const float *out, int M, Rng *rng, unsigned char *img, int *tok, const int *pos,
+                              int B, int N) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    int x = dmol_draw(out + (size_t)b * 3 * M, M, 1.0, &rng[b]), p = *pos - 1;   /* the forward advanced it */
+    if (p >= 0 && p < N) img[(size_t)b * N + p] = (unsigned char)x;
+    tok[b] = x;
+}
+
+__global__ void sample_test_kernel(const float *out, int M, Rng *rng, int *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = dmol_draw(out + (size_t)i * 3 * M, M, 1.0, &rng[i]);
+}
+
+/* ---------------------------------------------------------------- host side */
+
+struct GpuLayer { float *qkv_w, *qkv_b, *out_w, *out_b, *n1w, *n1b, *n2w, *n2b, *ff1_w, *ff1_b, *ff2_w, *ff2_b; };
+
+struct CudaForward {
+    Config c;
+    int B, T;                     /* capacity */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws;
+    float *weights;               /* one allocation: every tensor below */
+    float *emb, *pe, *norm_w, *norm_b, *head_w, *head_b;
+    GpuLayer *layers;             /* host array of device pointers */
+    float *x, *xn, *qkv, *att, *hid, *out;
+    float *S, *z, *kc, *vc;
+    size_t state_floats;          /* S and z, or one of kc / vc */
+    int *tok, *pos;
+    int n_pos;                    /* host copy of *pos */
+    int tf32;                     /* cuBLAS on TF32 tensor cores: not exact, benchmark only */
+};
+
+static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
+
+/* The model's packed panels back to PyTorch's row-major [n_out, n_in]. */
+static void unpack(float *dst, const float *packed, int n_in, int n_out) {
+    for (int o = 0; o < n_out; o++)
+        for (int i = 0; i < n_in; i++) dst[(size_t)o * n_in + i] = packed[matmul_packed_index(n_in, o, i)];
+}
+
+static int upload_weights(CudaForward *f, const Model *m) {
+    const Config *c = &m->cfg;
+    int d = c->d, F = c->d_ff, M = c->n_mix, h = d / 2, N = c->seq_len;
+    size_t per_layer = lin_floats(d, 3 * d) + 3 * d + lin_floats(d, d) + d + 4 * d + lin_floats(d, F) + F +
+                       lin_floats(F, d) + d;
+    size_t total = (size_t)N_TOKENS * h + (size_t)N * h + 2 * d + lin_floats(d, 3 * M) + 3 * M + c->n_layers * per_layer;
+    float *host = (float *)malloc(total * sizeof(float));
+    f->layers = (GpuLayer *)calloc(c->n_layers, sizeof(GpuLayer));
+    if (!host || !f->layers) { free(host); return note(false, "malloc", "out of memory", __FILE__, __LINE__) ? 0 : -1; }
+    if (!CK(cudaMalloc((void **)&f->weights, total * sizeof(float)))) { free(host); return -1; }
+    size_t at = 0;
+    /* copy n floats (or unpack a Linear) into the staging buffer; returns the device address */
+    auto put = [&](const float *src, size_t n) { memcpy(host + at, src, n * sizeof(float)); float *p = f->weights + at; at += n; return p; };
+    auto put_lin = [&](const float *packed, int n_in, int n_out) {
+        unpack(host + at, packed, n_in, n_out); float *p = f->weights + at; at += lin_floats(n_in, n_out); return p; };
+    f->emb = put(m->emb, (size_t)N_TOKENS * h);
+    /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init) */
+    f->pe = f->weights + at;
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < h; i += 2) {
+            double ang = t / pow(10000.0, (double)i / h);
+            host[at + (size_t)t * h + i] = (float)sin(ang);
+            if (i + 1 < h) host[at + (size_t)t * h + i + 1] = (float)cos(ang);
+        }
+    at += (size_t)N * h;
+    f->norm_w = put(m->norm_w, d);
+    f->norm_b = put(m->norm_b, d);
+    f->head_w = put_lin(m->head_w, d, 3 * M);
+    f->head_b = put(m->head_b, 3 * M);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        GpuLayer *g = &f->layers[l];
+        g->qkv_w = put_lin(w->qkv_w, d, 3 * d);
+        g->qkv_b = put(w->qkv_b, 3 * d);
+        g->out_w = put_lin(w->out_w, d, d);
+        g->out_b = put(w->out_b, d);
+        g->n1w = put(w->norm1_w, d);
+        g->n1b = put(w->norm1_b, d);
+        g->n2w = put(w->norm2_w, d);
+        g->n2b = put(w->norm2_b, d);
+        g->ff1_w = put_lin(w->ff1_w, d, F);
+        g->ff1_b = put(w->ff1_b, F);
+        g->ff2_w = put_lin(w->ff2_w, F, d);
+        g->ff2_b = put(w->ff2_b, d);
+    }
+    bool ok = at == total && CK(cudaMemcpy(f->weights, host, total * sizeof(float), cudaMemcpyHostToDevice));
+    if (at != total) note(false, "upload_weights", "size mismatch", __FILE__, __LINE__);
+    free(host);
+    return ok ? 0 : -1;
+}
+
+static void forward_destroy(CudaForward *f) {
+    if (!f) return;
+    /* frees after a failure too: their own errors would only hide the first one */
+    cudaFree(f->weights); cudaFree(f->x); cudaFree(f->xn); cudaFree(f->qkv); cudaFree(f->att); cudaFree(f->hid);
+    cudaFree(f->out); cudaFree(f->S); cudaFree(f->kc); cudaFree(f->vc); cudaFree(f->tok); cudaFree(f->pos);
+    cudaFree(f->blas_ws);
+    if (f->blas) cublasDestroy(f->blas);
+    if (f->stream) cudaStreamDestroy(f->stream);
+    free(f->layers);
+    free(f);
+}
+
+#define BLAS_WORKSPACE (32u << 20)   /* set explicitly: cuBLAS must not allocate inside a graph capture */
+
+static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
+    const Config *c = &m->cfg;
+    CudaForward *f = (CudaForward *)calloc(1, sizeof *f);
+    if (!f) { note(false, "calloc", "out of memory", __FILE__, __LINE__); return NULL; }
+    f->c = *c;
+    f->B = B;
+    f->T = T;
+    f->tf32 = tf32;
+    size_t R = (size_t)B * T, d = c->d, L = c->n_layers, H = c->n_heads, D = c->d_head;
+    bool ok = D == 8 || D == 16 || D == 32 || D == 64;
+    if (!ok) note(false, "model", "head width must be 8, 16, 32 or 64 on the GPU", __FILE__, __LINE__);
+    ok = ok && (c->d % 2 == 0);
+    ok = ok && CK(cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking));
+    ok = ok && CKB(cublasCreate(&f->blas)) && CKB(cublasSetStream(f->blas, f->stream)) &&
+         CKB(cublasSetMathMode(f->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) &&
+         CK(cudaMalloc(&f->blas_ws, BLAS_WORKSPACE)) && CKB(cublasSetWorkspace(f->blas, f->blas_ws, BLAS_WORKSPACE));
+    ok = ok && upload_weights(f, m) == 0;
+    ok = ok && CK(cudaMalloc((void **)&f->x, R * d * 4)) && CK(cudaMalloc((void **)&f->xn, R * d * 4)) &&
+         CK(cudaMalloc((void **)&f->qkv, R * 3 * d * 4)) && CK(cudaMalloc((void **)&f->att, R * d * 4)) &&
+         CK(cudaMalloc((void **)&f->hid, R * c->d_ff * 4)) && CK(cudaMalloc((void **)&f->out, R * 3 * c->n_mix * 4)) &&
+         CK(cudaMalloc((void **)&f->tok, R * sizeof(int))) && CK(cudaMalloc((void **)&f->pos, sizeof(int)));
+    if (c->attention == ATTN_LINEAR) {
+        f->state_floats = L * B * H * (D * D + D);
+        ok = ok && CK(cudaMalloc((void **)&f->S, f->state_floats * 4));
+        if (ok) f->z = f->S + L * B * H * D * D;
+    } else {
+        f->state_floats = L * B * H * (size_t)c->seq_len * D;
+        ok = ok && CK(cudaMalloc((void **)&f->kc, f->state_floats * 4)) && CK(cudaMalloc((void **)&f->vc, f->state_floats * 4));
+    }
+    ok = ok && CK(cudaMemset(f->tok, 0, R * sizeof(int)));
+    /* the copies and memsets above ran on the legacy stream, which f->stream does not wait for */
+    ok = ok && CK(cudaDeviceSynchronize());
+    if (!ok) { forward_destroy(f); return NULL; }
+    return f;
+}
+
+static bool reset(CudaForward *f) {
+    f->n_pos = 0;
+    bool ok = CK(cudaMemsetAsync(f->pos, 0, sizeof(int), f->stream));
+    if (f->S) ok = ok && CK(cudaMemsetAsync(f->S, 0, f->state_floats * 4, f->stream));
+    return ok;
+}
+
+/* Whether linear() runs the warp-per-output kernel (which can also add a bias and activate). */
+static bool small(const CudaForward *f, int rows) { return rows <= 8 && !f->tf32; }
+
+/* Y[rows, n_out] = X[rows, n_in] W^T (row-major; cuBLAS sees the column-major transposes);
+ * with bias (small(f, rows) only): act(Y + bias). */
+static bool linear(CudaForward *f, float *Y, const float *X, const float *W, int rows, int n_in, int n_out,
+                   const float *bias = NULL) {
+    if (small(f, rows)) {
+        int threads = 256, blocks = (n_out * 32 + threads - 1) / threads, g = f->c.gelu;
+        if (rows <= 1) small_linear_kernel<1><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
+        else if (rows <= 4) small_linear_kernel<4><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
+        else small_linear_kernel<8><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
+        return CKL("small_linear_kernel");
+    }
+    if (bias) return note(false, "linear", "bias only on the small path", __FILE__, __LINE__);
+    const float one = 1.0f, zero = 0.0f;
+    return CKB(cublasSgemm(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, n_in, &one, W, n_in, X, n_in, &zero, Y, n_out));
+}
+
+static bool layernorm(CudaForward *f, float *out, const float *x, const float *w, const float *b, int rows) {
+    int per = LN_THREADS / 32;
+    layernorm_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(out, x, w, b, rows, f->c.d);
+    return CKL("layernorm_kernel");
+}
+
+static bool residual(CudaForward *f, const float *y, const float *bias, const float *w, const float *b, int rows) {
+    int per = LN_THREADS / 32;
+    residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(f->x, y, bias, w, b, rows, f->c.d, !f->c.pre_norm);
+    return CKL("residual_kernel");
+}
+
+static bool attention(CudaForward *f, int l, int B, int T) {
+    const Config *c = &f->c;
+    int H = c->n_heads, D = c->d_head, N = c->seq_len;
+    const float *qb = f->layers[l].qkv_b;
+    if (c->attention == ATTN_LINEAR) {
+        float *S = f->S + (size_t)l * f->B * H * D * D, *z = f->z + (size_t)l * f->B * H * D;
+        int pairs = B * H;
+#define LIN(DD) do { constexpr int P = 128 / DD; \
+        linear_attention_kernel<DD><<<(pairs + P - 1) / P, dim3(DD, P), 0, f->stream>>>(S, z, f->qkv, qb, f->att, B, H, T); } while (0)
+        if (D == 8) LIN(8); else if (D == 16) LIN(16); else if (D == 32) LIN(32); else LIN(64);
+#undef LIN
+        return CKL("linear_attention_kernel");
+    }
+    size_t off = (size_t)l * f->B * H * N * D;
+    size_t n = (size_t)B * T * c->d;
+    kv_append_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(f->kc + off, f->vc + off, f->qkv, qb, f->pos,
+                                                                       B, T, H, D, N);
+    if (!CKL("kv_append_kernel")) return false;
+    size_t shmem = ((size_t)N + D + SOFTMAX_THREADS) * sizeof(float);
+    softmax_attention_kernel<<<(unsigned)((size_t)B * T * H), SOFTMAX_THREADS, shmem, f->stream>>>(
+        f->kc + off, f->vc + off, f->qkv, qb, f->att, f->pos, T, H, D, N);
+    return CKL("softmax_attention_kernel");
+}
+
+/* The forward pass of B x T tokens already in f->tok, from position *pos; head outputs in f->out
+ * (bias added, clamped); *pos advanced by T. Only launches: capturable. */
+static bool forward(CudaForward *f, int B, int T) {
+    const Config *c = &f->c;
+    int d = c->d, rows = B * T, pre = c->pre_norm, M = c->n_mix;
+    bool ok = true;
+    embed_kernel<<<rows, 128, 0, f->stream>>>(f->x, f->tok, f->emb, f->pe, f->pos, rows, T, d, c->seq_len);
+    ok = ok && CKL("embed_kernel");
+    for (int l = 0; l < c->n_layers && ok; l++) {
+        const GpuLayer *w = &f->layers[l];
+        const float *in = f->x;
+        if (pre) { ok = ok && layernorm(f, f->xn, f->x, w->n1w, w->n1b, rows); in = f->xn; }
+        ok = ok && linear(f, f->qkv, in, w->qkv_w, rows, d, 3 * d) && attention(f, l, B, T) &&
+             linear(f, f->xn, f->att, w->out_w, rows, d, d) && residual(f, f->xn, w->out_b, w->n1w, w->n1b, rows);
+        in = f->x;
+        if (pre) { ok = ok && layernorm(f, f->xn, f->x, w->n2w, w->n2b, rows); in = f->xn; }
+        size_t n = (size_t)rows * c->d_ff;
+        if (small(f, rows)) ok = ok && linear(f, f->hid, in, w->ff1_w, rows, d, c->d_ff, w->ff1_b);
+        else {
+            ok = ok && linear(f, f->hid, in, w->ff1_w, rows, d, c->d_ff);
+            if (ok) activation_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(f->hid, w->ff1_b, n, c->d_ff, c->gelu);
+            ok = ok && CKL("activation_kernel");
+        }
+        ok = ok && linear(f, f->xn, f->hid, w->ff2_w, rows, c->d_ff, d) &&
+             residual(f, f->xn, w->ff2_b, w->n2w, w->n2b, rows);
+    }
+    ok = ok && layernorm(f, f->xn, f->x, f->norm_w, f->norm_b, rows) && linear(f, f->out, f->xn, f->head_w, rows, d, 3 * M);
+    if (ok) head_kernel<<<(rows * 3 * M + 255) / 256, 256, 0, f->stream>>>(f->out, f->head_b, rows, M);
+    ok = ok && CKL("head_kernel");
+    if (ok) advance_kernel<<<1, 1, 0, f->stream>>>(f->pos, T);
+    return ok && CKL("advance_kernel");
+}
+
+/* ---------------------------------------------------------------- the forward API */
+
+extern "C" CudaForward *cuda_forward_new(const Model *m, int B, int T, Err *e) {
+    if (B < 1 || T < 1 || T > m->cfg.seq_len) { err_set(e, "CUDA forward: bad capacity B=%d T=%d", B, T); return NULL; }
+    /* LINGEN_CUDA_TF32=1: TF32 tensor cores (diagnostics: how far that moves the outputs) */
+    const char *tf = getenv("LINGEN_CUDA_TF32");
+    CudaForward *f = forward_create(m, B, T, tf && *tf == '1');
+    if (f && !reset(f)) { forward_destroy(f); f = NULL; }
+    if (!f) take_error(e);
+    return f;
+}
+
+extern "C" void cuda_forward_reset(CudaForward *f) { reset(f); }
+extern "C" void cuda_forward_free(CudaForward *f) { forward_destroy(f); }
+
+extern "C" int cuda_forward_run(CudaForward *f, const int *tokens, int B, int T, float *out, Err *e) {
+    const Config *c = &f->c;
+    if (B < 1 || T < 1 || B > f->B || T > f->T || f->n_pos + T > c->seq_len)
+        return err_set(e, "CUDA forward: B=%d T=%d at position %d exceeds its capacity %dx%d", B, T, f->n_pos, f->B, f->T);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (tokens[i] < 0 || tokens[i] > BOS_TOKEN) return err_set(e, "CUDA forward: token %d out of range", tokens[i]);
+    size_t K = 3 * (size_t)c->n_mix;
+    bool ok = !failed && CK(cudaMemcpyAsync(f->tok, tokens, (size_t)B * T * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
+              forward(f, B, T) &&
+              CK(cudaMemcpyAsync(out, f->out, (size_t)B * T * K * sizeof(float), cudaMemcpyDeviceToHost, f->stream)) &&
+              CK(cudaStreamSynchronize(f->stream));
+    if (!ok) return take_error(e);
+    f->n_pos += T;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- generation */
+
+typedef struct {
+    CudaForward *f;
+    Rng *rng;
+    unsigned char *img;           /* [B][N] */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+} Sampler;
+
+static void sampler_free(Sampler *s) {
+    if (s->exec) cudaGraphExecDestroy(s->exec);
+    if (s->graph) cudaGraphDestroy(s->graph);
+    cudaFree(s->rng);
+    cudaFree(s->img);
+    forward_destroy(s->f);
+    memset(s, 0, sizeof *s);
+}
+
+/* One step of every image: the forward pass of the B tokens at *pos (which advances it), then
+ * the sampler, which writes that position of each image and makes it the next token. */
+static bool step_launches(Sampler *s) {
+    CudaForward *f = s->f;
+    if (!forward(f, f->B, 1)) return false;
+    sample_kernel<<<(f->B + 127) / 128, 128, 0, f->stream>>>(f->out, f->c.n_mix, s->rng, s->img, f->tok, f->pos, f->B,
+                                                            f->c.seq_len);
+    return CKL("sample_kernel");
+}
+
+static bool sampler_init(Sampler *s, const Model *m, int B, int T, int tf32) {
+    memset(s, 0, sizeof *s);
+    s->f = forward_create(m, B, T, tf32);
+    if (!s->f) return false;
+    size_t N = m->cfg.seq_len;
+    bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(Rng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
+              CK(cudaMemset(s->img, 0, (size_t)B * N)) &&
+              /* a valid PCG32 state until sampler_start sets the streams (all-zero would never
+               * leave 0, and pcg32_uniform redraws 0) */
+              CK(cudaMemset(s->rng, 0xff, B * sizeof(Rng))) && CK(cudaDeviceSynchronize());
+    /* one step run directly first (from position 0, so every index stays in bounds): it loads
+     * every kernel and cuBLAS's state outside the capture (lazy module loading) */
+    ok = ok && reset(s->f) && step_launches(s) && CK(cudaStreamSynchronize(s->f->stream));
+    /* capture the step once; the capture is ended even when a launch in it failed */
+    ok = ok && CK(cudaStreamBeginCapture(s->f->stream, cudaStreamCaptureModeThreadLocal));
+    if (ok) {
+        bool launched = step_launches(s);
+        cudaGraph_t g = NULL;
+        ok = CK(cudaStreamEndCapture(s->f->stream, &g)) && launched;
+        s->graph = g;
+    }
+    return ok && CK(cudaGraphInstantiate(&s->exec, s->graph, 0));
+}
+
+/* Back to position 0 with B fresh streams and every token BOS (no prefix). */
+static bool sampler_start(Sampler *s, uint64_t seed, uint64_t first_stream, int *tok_host, Rng *rng_host) {
+    CudaForward *f = s->f;
+    for (int b = 0; b < f->B; b++) {
+        rng_init(&rng_host[b], seed, first_stream + (uint64_t)b);
+        tok_host[b] = BOS_TOKEN;
+    }
+    return reset(f) && CK(cudaMemcpyAsync(s->rng, rng_host, f->B * sizeof(Rng), cudaMemcpyHostToDevice, f->stream)) &&
+           CK(cudaMemcpyAsync(f->tok, tok_host, f->B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
+           CK(cudaStreamSynchronize(f->stream));
+}
+
+extern "C" int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    const Config *c = &m->cfg;
+    int N = c->seq_len, B = o->batch < n ? o->batch : n, P = o->prefix_len, TP = P > 1 ? P : 1;
+    if (B < 1) B = 1;
+    if (P < 0 || P >= N) return err_set(e, "prefix of %d values: must be in 0..%d", P, N - 1);
+    if (n <= 0) return 0;
+    Sampler s;
+    if (!sampler_init(&s, m, B, TP, 0)) { sampler_free(&s); return take_error(e); }
+    CudaForward *f = s.f;
+    int *tok = (int *)xcalloc((size_t)B * TP, sizeof(int));
+    Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
+    unsigned char *stage = (unsigned char *)xcalloc((size_t)B, N);
+    int done = 0;
+    bool ok = true;
+    for (int start = 0; start < n && ok; start += B) {
+        int nb = n - start < B ? n - start : B;
+        ok = sampler_start(&s, o->seed, (uint64_t)start, tok, rng);
+        if (ok && P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
+            memset(stage, 0, (size_t)B * N);
+            for (int b = 0; b < B; b++) {
+                if (b < nb) memcpy(stage + (size_t)b * N, o->prefix + (size_t)(start + b) * N, P);
+                tok[b * P] = BOS_TOKEN;
+                for (int t = 1; t < P; t++) tok[b * P + t] = stage[(size_t)b * N + t - 1];
+            }
+            ok = CK(cudaMemcpyAsync(s.img, stage, (size_t)B * N, cudaMemcpyHostToDevice, f->stream)) &&
+                 CK(cudaMemcpyAsync(f->tok, tok, (size_t)B * P * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
+                 forward(f, B, P);
+            for (int b = 0; b < B; b++) tok[b] = stage[(size_t)b * N + P - 1];   /* position P sees x(P-1) */
+            ok = ok && CK(cudaMemcpyAsync(f->tok, tok, B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
+                 CK(cudaStreamSynchronize(f->stream));
+        }
+        for (int t = P; t < N && ok; t++) {
+            if (o->on_step) o->on_step(o->user, t, 0);
+            ok = CK(cudaGraphLaunch(s.exec, f->stream));
+            /* wait now and then (the stop flag, progress), or at every step when the caller measures it */
+            int wait = o->on_step || t % 32 == 31 || t == N - 1;
+            if (ok && wait) ok = CK(cudaStreamSynchronize(f->stream));
+            if (!ok) break;
+            if (o->on_step) o->on_step(o->user, t, 1);
+            if (wait && o->progress) progress_update(o->progress, (double)start * (N - P) + (double)nb * (t + 1 - P));
+            if (wait && o->stop && *o->stop) goto out;
+        }
+        ok = ok && CK(cudaMemcpyAsync(imgs + (size_t)start * N, s.img, (size_t)nb * N, cudaMemcpyDeviceToHost, f->stream)) &&
+             CK(cudaStreamSynchronize(f->stream));
+        if (ok) done += nb;
+    }
+out:
+    if (!ok) done = take_error(e);
+    free(tok);
+    free(rng);
+    free(stage);
+    sampler_free(&s);
+    return done;
+}
+
+/* ---------------------------------------------------------------- for tests and the benchmark */
+
+extern "C" int cuda_dmol_sample_batch(const float *out, int n, int M, Rng *rngs, int *x, Err *e) {
+    float *d_out = NULL;
+    Rng *d_rng = NULL;
+    int *d_x = NULL;
+    bool ok = CK(cudaMalloc((void **)&d_out, (size_t)n * 3 * M * sizeof(float))) &&
+              CK(cudaMalloc((void **)&d_rng, (size_t)n * sizeof(Rng))) && CK(cudaMalloc((void **)&d_x, (size_t)n * sizeof(int))) &&
+              CK(cudaMemcpy(d_out, out, (size_t)n * 3 * M * sizeof(float), cudaMemcpyHostToDevice)) &&
+              CK(cudaMemcpy(d_rng, rngs, (size_t)n * sizeof(Rng), cudaMemcpyHostToDevice));
+    if (ok) sample_test_kernel<<<(n + 127) / 128, 128>>>(d_out, M, d_rng, d_x, n);
+    ok = ok && CKL("sample_test_kernel") && CK(cudaDeviceSynchronize()) &&
+         CK(cudaMemcpy(x, d_x, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost)) &&
+         CK(cudaMemcpy(rngs, d_rng, (size_t)n * sizeof(Rng), cudaMemcpyDeviceToHost));
+    cudaFree(d_out);
+    cudaFree(d_rng);
+    cudaFree(d_x);
+    return ok ? 0 : take_error(e);
+}
+
+extern "C" int cuda_bench_step(const Model *m, int B, int steps, int tf32, double *sec_per_step, Err *e) {
+    int N = m->cfg.seq_len, warm = 8;
+    if (steps + warm > N) steps = N - warm;
+    if (steps < 1) return err_set(e, "cuda_bench_step: too few positions");
+    Sampler s;
+    bool ok = sampler_init(&s, m, B, 1, tf32);
+    int *tok = (int *)xcalloc(B, sizeof(int));
+    Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
+    cudaEvent_t a = NULL, b = NULL;
+    ok = ok && sampler_start(&s, 1, 0, tok, rng) && CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&b));
+    for (int i = 0; i < warm && ok; i++) ok = CK(cudaGraphLaunch(s.exec, s.f->stream));
+    ok = ok && CK(cudaEventRecord(a, s.f->stream));
+    for (int i = 0; i < steps && ok; i++) ok = CK(cudaGraphLaunch(s.exec, s.f->stream));
+    ok = ok && CK(cudaEventRecord(b, s.f->stream)) && CK(cudaEventSynchronize(b));
+    float ms = 0;
+    ok = ok && CK(cudaEventElapsedTime(&ms, a, b));
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    free(tok);
+    free(rng);
+    sampler_free(&s);
+    if (!ok) return take_error(e);
+    *sec_per_step = ms / 1e3 / steps;
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* The process-wide device choice; without CUDA the GPU entry points below are stubs that fail. */
+#include "device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/lingen_cuda.h"
+
+static Device current = DEVICE_CPU;
+
+int device_parse(const char *name, const char *cmd, Device *d) {
+    if (!strcmp(name, "cpu")) { *d = DEVICE_CPU; return 0; }
+    if (strcmp(name, "cuda")) {
+        fprintf(stderr, "lingen %s: --device must be cpu or cuda, not '%s'\n", cmd, name);
+        return EXIT_USAGE;
+    }
+#ifndef LINGEN_CUDA
+    fprintf(stderr, "lingen %s: --device cuda: this lingen was built without CUDA (build it with make CUDA=1)\n", cmd);
+    return EXIT_FAIL;
+#else
+    *d = DEVICE_CUDA;
+    return 0;
+#endif
+}
+
+int device_select(Device d, int probe, Err *e) {
+    if (d == DEVICE_CUDA && probe && cuda_probe(e)) return -1;
+    current = d;
+    return 0;
+}
+
+Device device_current(void) { return current; }
+
+int device_option(const char *name, const char *cmd, int probe) {
+    Device d;
+    int rc = device_parse(name, cmd, &d);
+    if (rc) return rc;
+    Err e;
+    if (device_select(d, probe, &e)) {
+        fprintf(stderr, "lingen %s: --device %s: %s\n", cmd, name, e.msg);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+#ifndef LINGEN_CUDA
+int cuda_probe(Err *e) { return err_set(e, "this lingen was built without CUDA"); }
+int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    (void)m; (void)imgs; (void)n; (void)o;
+    return err_set(e, "this lingen was built without CUDA");
+}
+CudaForward *cuda_forward_new(const Model *m, int B, int T, Err *e) {
+    (void)m; (void)B; (void)T;
+    err_set(e, "this lingen was built without CUDA");
+    return NULL;
+}
+int cuda_forward_run(CudaForward *f, const int *tokens, int B, int T, float *out, Err *e) {
+    (void)f; (void)tokens; (void)B; (void)T; (void)out;
+    return err_set(e, "this lingen was built without CUDA");
+}
+void cuda_forward_reset(CudaForward *f) { (void)f; }
+void cuda_forward_free(CudaForward *f) { (void)f; }
+#endif

@@ -1,0 +1,19 @@
+/* Where the model runs: the CPU (always) or an NVIDIA GPU (builds with `make CUDA=1`).
+ * The choice is process-wide: the commands set it from --device before any work, and
+ * generate(), evaluate_bits_per_dim() and compare's recompute rows consult it. */
+#ifndef LINGEN_DEVICE_H
+#define LINGEN_DEVICE_H
+#include "util.h"
+
+typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
+
+/* "cpu" | "cuda" -> *d; otherwise prints "lingen <cmd>: ..." and returns 2 (usage). A CUDA
+ * device in a build without CUDA prints "built without CUDA" and returns 1. */
+int device_parse(const char *name, const char *cmd, Device *d);
+/* Select d; probe: also check now that a GPU answers (not before fork()ing children that use it). */
+int device_select(Device d, int probe, Err *e);
+Device device_current(void);
+/* --device NAME of command cmd: parse and select (probe as above). Returns 0, or the exit code
+ * after printing the problem: 2 for a bad name, 1 for no CUDA (in the build or on the machine). */
+int device_option(const char *name, const char *cmd, int probe);
+#endif

@@ -1,0 +1,291 @@
+/* Output files: atomic replacement, symlinks followed, devices written directly, stdout, checks
+ * before the work, all-or-nothing groups (output.h). */
+#include "output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The temporary file's name, in the destination's directory: short, so that a destination
+ * name of up to NAME_MAX bytes still works. */
+#define TMP_NAME "/.lingen-XXXXXX"
+#define MAX_LINKS 40   /* as the kernel's ELOOP limit */
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    return memcpy(xmalloc(n), s, n);
+}
+
+/* The directory part of path: "." for a bare name, "/" for a file in the root. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return xstrdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *d = xmalloc(n + 1);
+    memcpy(d, path, n);
+    d[n] = 0;
+    return d;
+}
+
+/* path with every symlink in its last component followed (a dangling link gives the path it
+ * points to, which does not exist yet). *exists says whether it does; st is its lstat. */
+static char *follow_links(const char *path, struct stat *st, int *exists, Err *e) {
+    char *cur = xstrdup(path);
+    for (int hops = 0;; hops++) {
+        if (lstat(cur, st) != 0) {
+            int er = errno;
+            if (er == ENOENT) { *exists = 0; return cur; }
+            free(cur);
+            err_set(e, "%s: %s", path, strerror(er));
+            return NULL;
+        }
+        *exists = 1;
+        if (!S_ISLNK(st->st_mode)) return cur;
+        char target[PATH_MAX];
+        ssize_t k = hops < MAX_LINKS ? readlink(cur, target, sizeof target - 1) : -1;
+        if (k < 0) {
+            free(cur);
+            err_set(e, "%s: %s", path, hops < MAX_LINKS ? strerror(errno) : "too many levels of symbolic links");
+            return NULL;
+        }
+        target[k] = 0;
+        char *next;
+        if (target[0] == '/' || !strchr(cur, '/')) next = xstrdup(target);
+        else {   /* relative to the link's own directory */
+            char *d = dir_of(cur);
+            next = xmalloc(strlen(d) + strlen(target) + 2);
+            sprintf(next, "%s/%s", d, target);
+            free(d);
+        }
+        free(cur);
+        cur = next;
+    }
+}
+
+/* A new temporary file in dir; fd, with *tmp its name (malloc'd); -1 and errno on failure. */
+static int make_temp(const char *dir, char **tmp) {
+    *tmp = xmalloc(strlen(dir) + sizeof TMP_NAME);
+    sprintf(*tmp, "%s%s", strcmp(dir, "/") ? dir : "", TMP_NAME);
+    int fd = mkstemp(*tmp);
+    if (fd < 0) {
+        int er = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = er;
+    }
+    return fd;
+}
+
+static int cannot_write(const char *path, const char *dir, int er, Err *e) {
+    if (er == ENOENT) return err_set(e, "%s: cannot write: directory %s does not exist", path, dir);
+    if (er == ENOTDIR) return err_set(e, "%s: cannot write: %s is not a directory", path, dir);
+    return err_set(e, "%s: cannot write in %s: %s", path, dir, strerror(er));
+}
+
+static void free_names(AtomicFile *a) {
+    free(a->path);
+    free(a->dest);
+    free(a->tmp);
+    a->path = a->dest = a->tmp = NULL;
+}
+
+int atomic_open(AtomicFile *a, const char *path, Err *e) {
+    memset(a, 0, sizeof *a);
+    /* Over a file size limit, write() then fails with EFBIG (reported, temp file removed)
+     * instead of the signal killing the process and leaving the temp file behind. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (strcmp(path, "-") == 0) {
+        a->f = stdout;
+        a->path = xstrdup(path);
+        return 0;
+    }
+    struct stat st;
+    int exists;
+    char *dest = follow_links(path, &st, &exists, e);
+    if (!dest) return -1;
+    if (exists && S_ISDIR(st.st_mode)) {
+        free(dest);
+        return err_set(e, "%s: is a directory", path);
+    }
+    a->path = xstrdup(path);
+    a->dest = dest;
+    int fd;
+    if (exists && !S_ISREG(st.st_mode)) {   /* a device or FIFO: it cannot be replaced, only written */
+        fd = open(dest, O_WRONLY);
+        if (fd < 0) {
+            int er = errno;
+            free_names(a);
+            return err_set(e, "%s: cannot write: %s", path, strerror(er));
+        }
+    } else {
+        char *dir = dir_of(dest);
+        fd = make_temp(dir, &a->tmp);
+        if (fd < 0) {
+            cannot_write(path, dir, errno, e);
+            free(dir);
+            free_names(a);
+            return -1;
+        }
+        free(dir);
+        mode_t um = umask(0);   /* mkstemp makes 0600: the old file's mode, else the usual one */
+        umask(um);
+        fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~um);
+    }
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        int er = errno;
+        close(fd);
+        if (a->tmp) unlink(a->tmp);
+        free_names(a);
+        return err_set(e, "%s: cannot write: %s", path, strerror(er));
+    }
+    return 0;
+}
+
+/* Flush and close (stdout is only flushed); a write error removes the temp file. */
+static int finish(AtomicFile *a, Err *e) {
+    int er = a->err;
+    errno = 0;
+    if ((fflush(a->f) != 0 || ferror(a->f)) && !er) er = errno ? errno : EIO;
+    if (a->f != stdout && fclose(a->f) != 0 && !er) er = errno ? errno : EIO;
+    a->f = NULL;
+    if (!er) return 0;
+    if (a->tmp) unlink(a->tmp);
+    err_set(e, "%s: write failed: %s", a->path, strerror(er));
+    free_names(a);
+    return -1;
+}
+
+/* Rename the temp file over the destination. */
+static int place(AtomicFile *a, Err *e) {
+    int rc = 0;
+    if (a->tmp && rename(a->tmp, a->dest) != 0) {
+        int er = errno;
+        unlink(a->tmp);
+        rc = er == EISDIR ? err_set(e, "%s: is a directory", a->path)
+                          : err_set(e, "%s: cannot rename into place: %s", a->path, strerror(er));
+    }
+    free_names(a);
+    return rc;
+}
+
+int atomic_commit(AtomicFile *a, Err *e) {
+    return finish(a, e) ? -1 : place(a, e);
+}
+
+void atomic_abort(AtomicFile *a) {
+    if (a->f && a->f != stdout) fclose(a->f);
+    a->f = NULL;
+    if (a->tmp) unlink(a->tmp);
+    free_names(a);
+}
+
+int output_write_file(const char *path, const void *data, size_t len, Err *e) {
+    AtomicFile a;
+    if (atomic_open(&a, path, e)) return -1;
+    if (fwrite(data, 1, len, a.f) != len) a.err = errno;   /* finish() reports it */
+    return atomic_commit(&a, e);
+}
+
+/* Can a new file be made in dir? (made and removed again: this also catches a read-only
+ * filesystem, which access() does not) */
+static int probe_dir(const char *path, const char *dir, Err *e) {
+    char *tmp;
+    int fd = make_temp(dir, &tmp);
+    if (fd < 0) return cannot_write(path, dir, errno, e);
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return 0;
+}
+
+int output_check(const char *path, Err *e) {
+    if (strcmp(path, "-") == 0) return 0;
+    struct stat st;
+    int exists, rc = 0;
+    char *dest = follow_links(path, &st, &exists, e);
+    if (!dest) return -1;
+    if (exists && S_ISDIR(st.st_mode)) rc = err_set(e, "%s: is a directory", path);
+    else if (exists && !S_ISREG(st.st_mode)) {
+        if (access(dest, W_OK) != 0) rc = err_set(e, "%s: cannot write: %s", path, strerror(errno));
+    } else {
+        char *dir = dir_of(dest);
+        rc = probe_dir(path, dir, e);
+        free(dir);
+    }
+    free(dest);
+    return rc;
+}
+
+int output_check_dir(const char *dir, Err *e) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return err_set(e, "%s: not a directory", dir);
+        return probe_dir(dir, dir, e);
+    }
+    if (errno != ENOENT) return err_set(e, "%s: %s", dir, strerror(errno));
+    char *d = xstrdup(dir);   /* it will be made: its parent must take a new entry */
+    for (size_t n = strlen(d); n > 1 && d[n - 1] == '/'; n--) d[n - 1] = 0;
+    char *parent = dir_of(d);
+    int rc = probe_dir(dir, parent, e);
+    free(parent);
+    free(d);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+int output_group_mkdir(OutputGroup *g, const char *dir, Err *e) {
+    if (mkdir(dir, 0777) == 0) {
+        g->made_dir = xstrdup(dir);
+        return 0;
+    }
+    struct stat st;
+    if (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    if (errno == EEXIST) return err_set(e, "%s: not a directory", dir);
+    return err_set(e, "%s: cannot create directory: %s", dir, strerror(errno));
+}
+
+int output_group_add(OutputGroup *g, const char *path, const void *data, size_t len, Err *e) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 16;
+        AtomicFile *f = realloc(g->files, (size_t)g->cap * sizeof *f);
+        if (!f) return err_set(e, "%s: out of memory", path);
+        g->files = f;
+    }
+    AtomicFile *a = &g->files[g->n];
+    if (atomic_open(a, path, e)) return -1;
+    if (fwrite(data, 1, len, a->f) != len) a->err = errno;
+    if (finish(a, e)) return -1;   /* closed now: a group of thousands holds no descriptors */
+    g->n++;
+    return 0;
+}
+
+static void group_free(OutputGroup *g) {
+    free(g->files);
+    free(g->made_dir);
+    memset(g, 0, sizeof *g);
+}
+
+void output_group_abort(OutputGroup *g) {
+    for (int i = 0; i < g->n; i++) atomic_abort(&g->files[i]);
+    if (g->made_dir) rmdir(g->made_dir);
+    group_free(g);
+}
+
+int output_group_commit(OutputGroup *g, Err *e) {
+    for (int i = 0; i < g->n; i++) {
+        if (place(&g->files[i], e)) {
+            for (int k = i + 1; k < g->n; k++) atomic_abort(&g->files[k]);
+            group_free(g);
+            return -1;
+        }
+    }
+    group_free(g);
+    return 0;
+}

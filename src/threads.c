@@ -1,0 +1,243 @@
+/* lingen's worker threads (threads.h).
+ *
+ * One word says what there is to take: a loop's generation, its number of items and the next
+ * item not yet taken. A thread takes item i by a compare-and-swap of that word from (gen, n, i)
+ * to (gen, n, i+1); the swap fails if the word moved on, so a thread that read a finished
+ * loop's word takes nothing from it, and a loop's function and context, written before its word,
+ * are the ones its items run with. The loop is over when its count of finished items reaches n.
+ * Waiting (for a loop to start, for the last items to finish) spins for SPIN_SECONDS, then
+ * sleeps on a futex: while threads sleep, another program or another of lingen's threads has
+ * the core. */
+#define _GNU_SOURCE
+#include "threads.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_THREADS 1024
+#define SPIN_SECONDS 50e-6   /* longer than the gap between two loops of a step, far shorter than a time slice */
+#define ITEM_BITS 20         /* items per loop: up to 2^20 - 1 at a time */
+#define ITEM_MASK ((1u << ITEM_BITS) - 1)
+
+static int n_threads;                    /* 0: not started */
+static pthread_t workers[MAX_THREADS];
+static _Atomic uint64_t work;            /* generation << 40 | n_items << 20 | next item */
+static _Atomic(ParallelFn) job_fn;
+static _Atomic(void *) job_ctx;
+static _Atomic uint32_t done;            /* items of the current loop finished */
+static _Atomic uint32_t posted;          /* loops posted, the workers' futex */
+static _Atomic int sleepers, caller_asleep, stopping;
+
+static void futex_wait(_Atomic uint32_t *p, uint32_t val) {
+    syscall(SYS_futex, (uint32_t *)p, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+static void futex_wake(_Atomic uint32_t *p, int n) { syscall(SYS_futex, (uint32_t *)p, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0); }
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Spin until *p differs from val or SPIN_SECONDS pass; returns whether it changed. */
+static int spin_while(_Atomic uint32_t *p, uint32_t val) {
+    double t0 = 0;
+    for (int k = 1;; k++) {
+        if (atomic_load(p) != val) return 1;
+        relax();
+        if (k % 64 == 0) {
+            double t = seconds();
+            if (!t0) t0 = t;
+            else if (t - t0 > SPIN_SECONDS) return 0;
+        }
+    }
+}
+
+/* Take and run items of whatever loop is current until none is left; returns how many. */
+static int take_items(int thread) {
+    for (int taken = 0;; taken++) {
+        uint64_t w = atomic_load(&work);
+        uint32_t n = (uint32_t)(w >> ITEM_BITS) & ITEM_MASK, i = (uint32_t)w & ITEM_MASK;
+        if (i >= n) return taken;
+        ParallelFn fn = atomic_load_explicit(&job_fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&job_ctx, memory_order_relaxed);
+        if (!atomic_compare_exchange_weak(&work, &w, w + 1)) { taken--; continue; }
+        fn(ctx, (int)i, thread);
+        if (atomic_fetch_add(&done, 1) + 1 == n && atomic_load(&caller_asleep)) futex_wake(&done, 1);
+    }
+}
+
+static uint32_t posted_at_start;   /* posted when the workers were started */
+
+static void *worker(void *arg) {
+    int thread = (int)(intptr_t)arg;
+    uint32_t seen = posted_at_start;   /* not posted now: a worker that first runs late must not miss the stop */
+    for (;;) {
+        if (!spin_while(&posted, seen)) {
+            atomic_fetch_add(&sleepers, 1);
+            while (atomic_load(&posted) == seen && !atomic_load(&stopping)) futex_wait(&posted, seen);
+            atomic_fetch_sub(&sleepers, 1);
+        }
+        seen = atomic_load(&posted);
+        if (atomic_load(&stopping)) return NULL;
+        take_items(thread);
+    }
+}
+
+static void stop_workers(void) {
+    if (n_threads <= 1) return;
+    atomic_store(&stopping, 1);
+    atomic_fetch_add(&posted, 1);
+    futex_wake(&posted, INT_MAX);
+    for (int t = 1; t < n_threads; t++) pthread_join(workers[t], NULL);
+    atomic_store(&stopping, 0);
+}
+
+/* A cgroup v2 CPU quota (a container given 2 CPUs of a larger machine): cores' worth, or 0. */
+static int quota_cores(void) {
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    long quota = 0, period = 0;
+    int got = f && fscanf(f, "%ld %ld", &quota, &period) == 2;   /* "max 100000": no quota */
+    if (f) fclose(f);
+    return got && quota > 0 && period > 0 ? (int)((quota + period - 1) / period) : 0;
+}
+
+int threads_usable_cores(void) {
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    int q = quota_cores();
+    if (q > 0 && q < n) n = q;
+    return n > 0 ? (int)n : 1;
+}
+
+int threads_set(int n) {
+    if (n <= 0) n = threads_usable_cores();
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    if (n == n_threads) return n;
+    stop_workers();
+    n_threads = 1;
+    posted_at_start = atomic_load(&posted);
+    for (int t = 1; t < n; t++) {
+        if (pthread_create(&workers[t], NULL, worker, (void *)(intptr_t)t)) {
+            fprintf(stderr, "lingen: cannot start thread %d; going on with %d\n", t + 1, t);
+            break;
+        }
+        n_threads = t + 1;
+    }
+    return n_threads;
+}
+
+int threads_count(void) { return n_threads ? n_threads : threads_set(0); }
+
+/* Whether the other threads help. When they do not get a core (another program has it), an
+ * item that one of them took before it was descheduled holds the loop up for a time slice, and
+ * the caller alone would have been faster. So each kind of loop (its function, number of
+ * items and size: the same few kinds repeat at every step) keeps two running means of its time: with the
+ * other threads and alone. It runs the faster way, and now and then the other way to keep that
+ * mean current; while the choice holds, ever less often (a wrong try can cost a time slice). */
+#define KINDS 64
+#define TRY_MIN 8       /* the other way every TRY_MIN-th loop of a kind at first ... */
+#define TRY_MAX 1024    /* ... and, while it keeps losing, every TRY_MAX-th at most */
+typedef struct {
+    ParallelFn fn;
+    double size;
+    int n, calls, next_try, gap;
+    double mean[2];                      /* seconds per loop: [0] alone, [1] with the others; 0: not yet */
+} Kind;
+static Kind kinds[KINDS];
+static int adapt = 1;
+
+void threads_adapt(int on) { adapt = on; }
+
+static Kind *kind_of(ParallelFn fn, int n, double size) {
+    unsigned h = (unsigned)(((uintptr_t)fn >> 4) * 31 + (unsigned)n + (unsigned)size * 7u) % KINDS;
+    for (int k = 0; k < KINDS; k++) {
+        Kind *e = &kinds[(h + k) % KINDS];
+        if (e->fn == fn && e->n == n && e->size == size) return e;
+        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n, .gap = TRY_MIN}; return e; }
+    }
+    return NULL;   /* table full: always with the others */
+}
+
+static int choose(Kind *e) {
+    if (!e || !adapt) return 1;
+    if (!e->mean[1]) return 1;
+    if (!e->mean[0]) return 0;
+    int best = e->mean[1] <= e->mean[0];
+    if (++e->calls < e->next_try) return best;
+    e->next_try = e->calls + e->gap;
+    return !best;
+}
+
+static void record(Kind *e, int with_others, double secs) {
+    if (!e) return;
+    double *m = &e->mean[with_others];
+    int best_before = e->mean[1] <= e->mean[0];
+    *m = *m ? *m + (secs - *m) / 8 : secs;
+    if (!e->mean[0] || !e->mean[1]) return;
+    int best_after = e->mean[1] <= e->mean[0];
+    if (with_others != best_before)   /* a try of the other way: back off while it loses */
+        e->gap = best_after == best_before ? (e->gap < TRY_MAX ? 2 * e->gap : TRY_MAX) : TRY_MIN;
+}
+
+/* A loop of more than ITEM_MASK items runs as several loops: items first + 0 .. */
+typedef struct { ParallelFn fn; void *ctx; int first; } Offset;
+static void offset_item(void *p, int item, int thread) {
+    Offset *o = p;
+    o->fn(o->ctx, o->first + item, thread);
+}
+
+void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
+    if (n_items <= 0) return;
+    if (n_items == 1 || threads_count() == 1) {
+        for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+        return;
+    }
+    if ((uint32_t)n_items > ITEM_MASK) {
+        for (int first = 0; first < n_items; first += ITEM_MASK) {
+            Offset o = {fn, ctx, first};
+            parallel_for(n_items - first < (int)ITEM_MASK ? n_items - first : (int)ITEM_MASK, offset_item, &o, size);
+        }
+        return;
+    }
+    Kind *e = kind_of(fn, n_items, size);
+    int with_others = choose(e);
+    double t0 = seconds();
+    if (!with_others) {
+        for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+        record(e, 0, seconds() - t0);
+        return;
+    }
+    static uint64_t generation;
+    generation = (generation + 1) & ((1u << 24) - 1);
+    atomic_store_explicit(&job_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&job_ctx, ctx, memory_order_relaxed);
+    atomic_store(&done, 0);
+    atomic_store(&work, generation << (2 * ITEM_BITS) | (uint64_t)n_items << ITEM_BITS);
+    atomic_fetch_add(&posted, 1);
+    if (atomic_load(&sleepers)) futex_wake(&posted, n_items - 1);
+    take_items(0);
+    for (uint32_t d; (d = atomic_load(&done)) != (uint32_t)n_items;) {   /* items still running elsewhere */
+        if (spin_while(&done, d)) continue;
+        atomic_store(&caller_asleep, 1);   /* the thread that finishes the last item wakes us */
+        if (atomic_load(&done) == d) futex_wait(&done, d);
+        atomic_store(&caller_asleep, 0);
+    }
+    record(e, 1, seconds() - t0);
+}

@@ -1,0 +1,32 @@
+/* lingen's worker threads: a parallel loop that never waits for a thread that is not running.
+ *
+ * A step of RNN sampling is some forty short parallel loops. With a fixed split and a barrier
+ * at the end of each (OpenMP's parallel for), every loop waits for the slowest thread; when a
+ * core is busy with another program, that thread is often not running at all, and each loop
+ * waits a scheduler time slice for it. Here the items of a loop are taken one at a time from
+ * a shared counter, the calling thread takes them too, and the loop is over when every item is
+ * done: a thread that does not get a core in time simply takes no items. Idle threads spin a
+ * moment (the next loop usually follows within microseconds), then sleep in the kernel. */
+#ifndef LINGEN_THREADS_H
+#define LINGEN_THREADS_H
+
+/* Use n threads, the caller included (n <= 0: every core this process may run on). Call it
+ * before the first loop, or between loops; returns the number in use. */
+int threads_set(int n);
+/* Threads in use (starting the default set on the first call). */
+int threads_count(void);
+/* Cores this process may run on: sched_getaffinity (taskset, cgroup cpusets), and no more than
+ * a cgroup v2 CPU quota allows (a container's --cpus). */
+int threads_usable_cores(void);
+
+/* on = 0: every loop uses all the threads, whether or not they help (tests); 1: the default. */
+void threads_adapt(int on);
+
+/* fn(ctx, item, thread) for item = 0 .. n_items-1, each exactly once, spread over the threads;
+ * returns when all are done. thread is in 0 .. threads_count()-1 and no two items run on the
+ * same thread at once (per-thread scratch). size tells loops of one fn and n_items apart that
+ * do different work (say, their multiply-adds): the loops of one kind are timed together, to
+ * judge whether the other threads help it (threads.c). Called from one thread, not from fn. */
+typedef void (*ParallelFn)(void *ctx, int item, int thread);
+void parallel_for(int n_items, ParallelFn fn, void *ctx, double size);
+#endif

@@ -1,0 +1,68 @@
+/* GPU sampling speed of lingen's RNN step: images/s at each batch from the time of a few hundred
+ * steps (a step is one CUDA graph replay: every layer, the head and the sampler), the state-
+ * traffic limit at that batch, and the latency of a whole image at batch 1.
+ * Usage: bench_cuda MODEL BATCH... [--steps N] [--tf32] [--image]
+ *   --tf32: also time cuBLAS with TF32 tensor cores (not the engine's exact FP32: a bound only)
+ *   --image: also time one whole image at batch 1 through generate() (sample --device cuda)
+ * Output, one line per batch: "lingen-cuda MODEL batch B: X images/s (Y ms/step) ...". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/lingen_cuda.h"
+#include "device.h"
+#include "generate.h"
+
+#define HBM_BYTES_PER_S 4.3e12   /* the H200's sustained HBM3e bandwidth, about */
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: bench_cuda MODEL BATCH... [--steps N] [--tf32] [--image]\n"); return 2; }
+    int steps = 300, tf32 = 0, image = 0, nb = 0, batches[32];
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tf32")) tf32 = 1;
+        else if (!strcmp(argv[i], "--image")) image = 1;
+        else if (nb < 32 && atoi(argv[i]) > 0) batches[nb++] = atoi(argv[i]);
+        else { fprintf(stderr, "bench_cuda: bad argument '%s'\n", argv[i]); return 2; }
+    }
+    Model m;
+    Err e;
+    if (model_load(&m, argv[1], &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    if (cuda_probe(&e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    const Config *c = &m.cfg;
+    int N = c->seq_len, rc = 0;
+    /* bytes of S and z read and written per image per step */
+    double state = 2.0 * model_state_bytes(c, N);
+    for (int i = 0; i < nb; i++) {
+        for (int fast = 0; fast <= tf32; fast++) {
+            double sec;
+            if (cuda_bench_step(&m, batches[i], steps, fast, &sec, &e)) {
+                printf("lingen-cuda %s batch %d%s: failed: %s\n", argv[1], batches[i], fast ? " tf32" : "", e.msg);
+                rc = 1;
+                continue;
+            }
+            double ips = batches[i] / (sec * N);
+            double limit = c->attention == ATTN_LINEAR ? HBM_BYTES_PER_S / (state * N) : 0;
+            printf("lingen-cuda %s batch %d%s: %.1f images/s (%.3f ms/step)", argv[1], batches[i], fast ? " TF32" : " FP32",
+                   ips, sec * 1e3);
+            if (limit > 0) printf(", state-traffic limit %.0f images/s (%.0f%% of it)", limit, 100 * ips / limit);
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    if (image) {
+        unsigned char *img = xcalloc(1, N);
+        GenOptions o = {.seed = 1, .batch = 1};
+        device_select(DEVICE_CUDA, 0, &e);
+        generate(&m, img, 1, &o, &e);   /* warm: the first run also loads the kernels */
+        double t0 = now_seconds();
+        int done = generate(&m, img, 1, &o, &e);
+        double s = now_seconds() - t0;
+        if (done != 1) { printf("lingen-cuda %s batch 1 whole image: failed: %s\n", argv[1], e.msg); rc = 1; }
+        else printf("lingen-cuda %s batch 1 whole image: %.3f s (%d steps, %.1f us/step, weights upload and graph capture included)\n",
+                    argv[1], s, N, s / N * 1e6);
+        free(img);
+    }
+    model_free(&m);
+    return rc;
+}

@@ -1,0 +1,413 @@
+/* The CUDA backend against the CPU engine and the PyTorch reference, on one GPU:
+ *   1. head outputs of the golden fixtures (scripts/make_fixtures.py) to 1e-4 in step form,
+ *      parallel form, prefill-then-steps and mixed pieces, against the reference and the CPU;
+ *   2. bits/dim of test images (parallel and step form) equal to the CPU's to 1e-4: 100 MNIST
+ *      and 10 CIFAR-10 images (4 for the CIFAR-10 softmax model, the CPU's slowest);
+ *   3. the GPU sampler: the same draws as dmol_sample from the same streams, and a chi-square
+ *      test of its draws against dmol_pmf (with a control that the test rejects a wrong PMF);
+ *   4. generate() and a completion on the GPU against the CPU (same streams: near-identical);
+ *   5. bad requests fail with a message.
+ * Plain C (no cmocka): it also runs from a packed folder. One line per check, "ok" or "FAIL"
+ * with its numbers; exit status 1 if any check failed.
+ * Usage: test_cuda [ROOT]   ROOT holds tests/fixtures/ and models/ (default .); data from
+ * $LINGEN_DATA (MNIST's first 100 and CIFAR-10's first 10 test images are enough). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "cuda/lingen_cuda.h"
+#include "dataset.h"
+#include "device.h"
+#include "dmol.h"
+#include "evaluate.h"
+#include "generate.h"
+#include "safetensors.h"
+#include "transformer.h"
+
+#define TOL 1e-4
+
+static int n_failed, n_checks;
+static const char *root = ".";
+
+static void check(int pass, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void check(int pass, const char *name, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%-4s %-48s ", pass ? "ok" : "FAIL", name);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    n_checks++;
+    if (!pass) n_failed++;
+}
+
+static void path_of(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", root, rel); }
+
+/* ---------------------------------------------------------------- 1. golden fixtures */
+
+typedef struct {
+    Model m;
+    int B, T, K;
+    int *tokens;   /* [B][T] */
+    float *ref;    /* [B][T][K] */
+} Golden;
+
+static int golden_load(Golden *G, const char *name) {
+    char path[4096], rel[512];
+    Err e;
+    SafeTensors g;
+    snprintf(rel, sizeof rel, "tests/fixtures/%s.bin", name);
+    path_of(path, sizeof path, rel);
+    if (model_load(&G->m, path, &e)) { check(0, name, "%s", e.msg); return -1; }
+    snprintf(rel, sizeof rel, "tests/fixtures/%s.golden", name);
+    path_of(path, sizeof path, rel);
+    if (st_open(&g, path, &e)) { check(0, name, "%s", e.msg); model_free(&G->m); return -1; }
+    const StTensor *tok = st_find(&g, "tokens"), *out = st_find(&g, "out");
+    if (!tok || !out) { check(0, name, "golden file without tokens/out"); st_close(&g); model_free(&G->m); return -1; }
+    G->B = (int)tok->shape[0];
+    G->T = (int)tok->shape[1];
+    G->K = (int)out->shape[2];
+    float *tf = xmalloc(st_numel(tok) * sizeof(float));
+    st_to_f32(tok, tf);
+    G->tokens = xmalloc(st_numel(tok) * sizeof(int));
+    for (size_t i = 0; i < st_numel(tok); i++) G->tokens[i] = (int)tf[i];
+    free(tf);
+    G->ref = xmalloc(st_numel(out) * sizeof(float));
+    st_to_f32(out, G->ref);
+    st_close(&g);
+    return 0;
+}
+
+static void golden_free(Golden *G) {
+    free(G->tokens);
+    free(G->ref);
+    model_free(&G->m);
+}
+
+/* Max |a - b| over n values; NaN anywhere makes it NaN (so it fails). */
+static double max_diff(const float *a, const float *b, size_t n) {
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= w)) w = d;
+    }
+    return w;
+}
+
+/* The GPU over the whole sequence in pieces of the given lengths (cycled); all head outputs in
+ * got [B][T][K]. Returns 0, or -1 with the error printed. */
+static int gpu_pieces(Golden *G, const int *pieces, int n_pieces, float *got) {
+    int maxT = 0;
+    for (int i = 0; i < n_pieces; i++) maxT = pieces[i] > maxT ? pieces[i] : maxT;
+    if (maxT > G->T) maxT = G->T;
+    Err e;
+    CudaForward *f = cuda_forward_new(&G->m, G->B, maxT, &e);
+    if (!f) { printf("     %s\n", e.msg); return -1; }
+    int *tok = xmalloc((size_t)G->B * maxT * sizeof(int));
+    float *out = xmalloc((size_t)G->B * maxT * G->K * sizeof(float));
+    int rc = 0;
+    for (int t = 0, p = 0; t < G->T; p++) {
+        int T = pieces[p % n_pieces];
+        if (t + T > G->T) T = G->T - t;
+        for (int b = 0; b < G->B; b++) memcpy(tok + b * T, G->tokens + (size_t)b * G->T + t, T * sizeof(int));
+        if (cuda_forward_run(f, tok, G->B, T, out, &e)) { printf("     %s\n", e.msg); rc = -1; break; }
+        for (int b = 0; b < G->B; b++)
+            memcpy(got + ((size_t)b * G->T + t) * G->K, out + (size_t)b * T * G->K, (size_t)T * G->K * sizeof(float));
+        t += T;
+    }
+    free(tok);
+    free(out);
+    cuda_forward_free(f);
+    return rc;
+}
+
+static void test_fixture(const char *name) {
+    Golden G;
+    if (golden_load(&G, name)) return;
+    size_t n = (size_t)G.B * G.T * G.K;
+    float *got = xcalloc(n, sizeof(float)), *cpu = xcalloc(n, sizeof(float));
+    /* the CPU, parallel form, for the GPU-CPU difference */
+    RunState s;
+    Err e;
+    if (runstate_init(&s, &G.m.cfg, G.B, G.T, &e) == 0) {
+        transformer_forward(&G.m, &s, G.tokens, G.B, G.T);
+        memcpy(cpu, s.out, n * sizeof(float));
+        runstate_free(&s);
+    }
+    int N = G.T, third = N / 3;
+    const struct { const char *form; int pieces[3], n; } forms[] = {
+        {"step form", {1}, 1},
+        {"parallel form", {N}, 1},
+        {"prefill then steps", {0}, 0},   /* one prefill of N/3, then steps: built below */
+        {"pieces 64,1,5", {64, 1, 5}, 3},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        char label[128];
+        snprintf(label, sizeof label, "%s: %s", name, forms[i].form);
+        int pieces[3];
+        memcpy(pieces, forms[i].pieces, sizeof pieces);
+        int rc;
+        if (forms[i].n == 0) {
+            int *seq = xmalloc((size_t)(N - third + 1) * sizeof(int));
+            seq[0] = third;
+            for (int k = 1; k <= N - third; k++) seq[k] = 1;
+            rc = gpu_pieces(&G, seq, N - third + 1, got);
+            free(seq);
+        } else rc = gpu_pieces(&G, pieces, forms[i].n, got);
+        if (rc) { check(0, label, "the GPU run failed"); continue; }
+        double dr = max_diff(got, G.ref, n), dc = max_diff(got, cpu, n);
+        check(dr <= TOL && dc <= TOL, label, "max |GPU - PyTorch| %.2e, |GPU - CPU| %.2e (tolerance %.0e)", dr, dc, TOL);
+    }
+    free(got);
+    free(cpu);
+    golden_free(&G);
+}
+
+/* ---------------------------------------------------------------- 2. bits/dim */
+
+static void test_bits(const char *model_rel, int n_imgs, int batch, int step_form) {
+    char path[4096], label[160];
+    path_of(path, sizeof path, model_rel);
+    snprintf(label, sizeof label, "bits/dim %s, %d images, %s", model_rel, n_imgs, step_form ? "step form" : "parallel");
+    Model m;
+    Err e;
+    if (model_load(&m, path, &e)) { check(0, label, "%s", e.msg); return; }
+    Dataset ds;
+    if (dataset_load(&ds, dataset_root(NULL), m.cfg.dataset, "test", n_imgs, &e)) {
+        check(0, label, "%s", e.msg);
+        model_free(&m);
+        return;
+    }
+    double *cpu = xcalloc(ds.n, sizeof(double)), *gpu = xcalloc(ds.n, sizeof(double));
+    device_select(DEVICE_CPU, 0, &e);
+    double t0 = now_seconds();
+    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, 16, 0, cpu, NULL, NULL, &e);
+    double t_cpu = now_seconds() - t0;
+    if (rc == 0) {
+        device_select(DEVICE_CUDA, 0, &e);
+        t0 = now_seconds();
+        rc = evaluate_bits_per_dim(&m, ds.images, ds.n, batch, step_form, gpu, NULL, NULL, &e);
+        device_select(DEVICE_CPU, 0, &e);
+    }
+    double t_gpu = now_seconds() - t0;
+    if (rc) check(0, label, "%s", e.msg);
+    else {
+        double worst = 0, mc, mg, se;
+        for (int i = 0; i < ds.n; i++) {
+            double d = fabs(cpu[i] - gpu[i]);
+            if (!(d <= worst)) worst = d;
+        }
+        mean_and_stderr(cpu, ds.n, &mc, &se);
+        mean_and_stderr(gpu, ds.n, &mg, &se);
+        check(worst <= TOL && ds.n == n_imgs, label, "CPU %.6f GPU %.6f, max per-image diff %.2e (%d images; CPU %.2f s, GPU %.2f s)",
+              mc, mg, worst, ds.n, t_cpu, t_gpu);
+        if (!step_form) {   /* not a check: how far TF32 tensor cores (LINGEN_CUDA_TF32) would move it */
+            setenv("LINGEN_CUDA_TF32", "1", 1);
+            device_select(DEVICE_CUDA, 0, &e);
+            if (evaluate_bits_per_dim(&m, ds.images, ds.n, batch, 0, gpu, NULL, NULL, &e) == 0) {
+                worst = 0;
+                for (int i = 0; i < ds.n; i++)
+                    if (!(fabs(cpu[i] - gpu[i]) <= worst)) worst = fabs(cpu[i] - gpu[i]);
+                mean_and_stderr(gpu, ds.n, &mg, &se);
+                printf("info %-48s TF32 GEMMs: GPU %.6f, max per-image diff %.2e from the CPU\n", label, mg, worst);
+            }
+            device_select(DEVICE_CPU, 0, &e);
+            unsetenv("LINGEN_CUDA_TF32");
+        }
+    }
+    free(cpu);
+    free(gpu);
+    dataset_free(&ds);
+    model_free(&m);
+}
+
+/* ---------------------------------------------------------------- 3. the sampler */
+
+#define N_DRAWS 200000
+
+/* Pearson's chi-square of draws x[n] against pmf (as tests/test_dmol.c: bins with expected count
+ * < 5 merged with their neighbours); *df the degrees of freedom. */
+static double chi_square(const int *x, int n, const double *p, int *df) {
+    long count[256] = {0};
+    for (int i = 0; i < n; i++) count[x[i] & 255]++;
+    double ge[256], go[256], e = 0, o = 0;
+    int ng = 0;
+    for (int v = 0; v < 256; v++) {
+        e += n * p[v];
+        o += count[v];
+        if (e >= 5) { ge[ng] = e; go[ng] = o; ng++; e = o = 0; }
+    }
+    if (ng == 0) { ge[0] = e; go[0] = o; ng = 1; }
+    else { ge[ng - 1] += e; go[ng - 1] += o; }
+    double chi2 = 0;
+    for (int g = 0; g < ng; g++) chi2 += (go[g] - ge[g]) * (go[g] - ge[g]) / ge[g];
+    *df = ng - 1;
+    return chi2;
+}
+
+static double chi2_q999(int df) {   /* Wilson-Hilferty */
+    const double z = 3.090232306167813;
+    double h = 2.0 / (9.0 * df);
+    return df * pow(1 - h + z * sqrt(h), 3);
+}
+
+static const float SHARP[3] = {0, 0.3f + 0.4f / 255, -7};
+static const float SHARP_EDGE[3] = {0, -0.995f, -9};
+static const float BROAD[3] = {0, 0.1f, -1};
+static const float VERY_BROAD[3] = {0, 0, 2};
+static const float MIXTURE[30] = {
+    1.0f, 0.5f, -0.3f, 2.0f, -1.0f, 0.0f, 0.7f, -2.0f, 1.5f, 0.2f,
+    -0.9f, -0.5f, 0.0f, 0.31f, 0.6f, 0.95f, 1.5f, -1.3f, 0.45f, -0.1f,
+    -7, -5, -3, -6.5f, -2, -4, -1, -2.5f, -7, 0.5f,
+};
+
+/* n GPU draws of one head output from streams 0..n-1 of seed; also the CPU's from the same. */
+static int draws(const float *out, int M, uint64_t seed, int *gx, int *cx) {
+    float *outs = xmalloc((size_t)N_DRAWS * 3 * M * sizeof(float));
+    Rng *rg = xmalloc(N_DRAWS * sizeof(Rng));
+    for (int i = 0; i < N_DRAWS; i++) {
+        memcpy(outs + (size_t)i * 3 * M, out, 3 * M * sizeof(float));
+        rng_init(&rg[i], seed, (uint64_t)i);
+        Rng rc = rg[i];
+        cx[i] = dmol_sample(out, M, &rc);
+    }
+    Err e;
+    int rc = cuda_dmol_sample_batch(outs, N_DRAWS, M, rg, gx, &e);
+    if (rc) printf("     %s\n", e.msg);
+    free(outs);
+    free(rg);
+    return rc;
+}
+
+static void test_sampler(void) {
+    const struct { const char *name; const float *out; int M; } sets[] = {
+        {"sharp", SHARP, 1}, {"sharp edge", SHARP_EDGE, 1}, {"broad", BROAD, 1}, {"very broad", VERY_BROAD, 1}, {"mixture", MIXTURE, 10},
+    };
+    int *gx = xmalloc(N_DRAWS * sizeof(int)), *cx = xmalloc(N_DRAWS * sizeof(int));
+    for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+        char label[128];
+        snprintf(label, sizeof label, "sampler %s", sets[s].name);
+        if (draws(sets[s].out, sets[s].M, 11 + s, gx, cx)) { check(0, label, "the GPU sampler failed"); continue; }
+        long same = 0, bad = 0;
+        for (int i = 0; i < N_DRAWS; i++) { same += gx[i] == cx[i]; bad += gx[i] < 0 || gx[i] > 255; }
+        double p[256];
+        dmol_pmf(sets[s].out, sets[s].M, p);
+        int df;
+        double chi2 = chi_square(gx, N_DRAWS, p, &df), q = chi2_q999(df);
+        /* identical streams and the same double arithmetic: a draw may differ only where a
+         * rounding in exp/log moves y across a bin edge */
+        check(!bad && same >= N_DRAWS - 20 && df >= 1 && chi2 < q, label,
+              "GPU = CPU in %ld of %d draws; chi2 %.1f < %.1f (df %d, 0.999 quantile)", same, N_DRAWS, chi2, q, df);
+    }
+    /* control: the same statistic rejects draws from another PMF (a scale error of e^2) */
+    if (draws(BROAD, 1, 5, gx, cx) == 0) {
+        double p[256];
+        const float wrong[3] = {0, 0.1f, -3};
+        dmol_pmf(wrong, 1, p);
+        int df;
+        double chi2 = chi_square(gx, N_DRAWS, p, &df), q = chi2_q999(df);
+        check(chi2 >= q, "sampler control: a wrong PMF is rejected", "chi2 %.1f >= %.1f (df %d)", chi2, q, df);
+    }
+    free(gx);
+    free(cx);
+}
+
+/* ---------------------------------------------------------------- 4. generation */
+
+static void test_generate(const char *model_rel, int n, int batch, int prefix) {
+    char path[4096], label[160];
+    path_of(path, sizeof path, model_rel);
+    snprintf(label, sizeof label, "%s %s, %d images, batch %d", prefix ? "complete" : "sample", model_rel, n, batch);
+    Model m;
+    Err e;
+    if (model_load(&m, path, &e)) { check(0, label, "%s", e.msg); return; }
+    int N = m.cfg.seq_len, P = prefix ? N / 2 : 0;
+    unsigned char *cpu = xcalloc((size_t)n, N), *gpu = xcalloc((size_t)n, N), *pre = xcalloc((size_t)n, N);
+    for (size_t i = 0; i < (size_t)n * N; i++) pre[i] = (unsigned char)((i * 2654435761u) >> 13);
+    GenOptions o = {.seed = 3, .batch = batch, .prefix = prefix ? pre : NULL, .prefix_len = P};
+    device_select(DEVICE_CPU, 0, &e);
+    double t0 = now_seconds();
+    int dc = generate(&m, cpu, n, &o, &e);
+    double t_cpu = now_seconds() - t0;
+    int dg = -1;
+    if (dc == n) {
+        device_select(DEVICE_CUDA, 0, &e);
+        t0 = now_seconds();
+        dg = generate(&m, gpu, n, &o, &e);
+        device_select(DEVICE_CPU, 0, &e);
+    }
+    double t_gpu = now_seconds() - t0;
+    if (dc != n || dg != n) check(0, label, "generate returned %d (CPU), %d (GPU): %s", dc, dg, e.msg);
+    else {
+        long same = 0, kept = 0, first_diff = -1;
+        for (int k = 0; k < n; k++)
+            for (int t = 0; t < N; t++) {
+                size_t i = (size_t)k * N + t;
+                same += cpu[i] == gpu[i];
+                if (cpu[i] != gpu[i] && (first_diff < 0 || t < first_diff)) first_diff = t;
+                if (t < P) kept += gpu[i] == pre[i];
+            }
+        double frac = (double)same / ((double)n * N);
+        /* the same streams and PMFs up to float rounding: images diverge only after a rare draw
+         * that lands within rounding of a bin edge */
+        check(frac >= 0.9 && kept == (long)n * P, label,
+              "%.2f%% of values equal to the CPU's (earliest difference at position %ld), prefix kept %ld/%ld; CPU %.2f s, GPU %.2f s",
+              100 * frac, first_diff, kept, (long)n * P, t_cpu, t_gpu);
+    }
+    free(cpu);
+    free(gpu);
+    free(pre);
+    model_free(&m);
+}
+
+/* ---------------------------------------------------------------- 5. bad requests */
+
+static void test_errors(void) {
+    char path[4096];
+    path_of(path, sizeof path, "tests/fixtures/tiny-linear-mnist.bin");
+    Model m;
+    Err e;
+    if (model_load(&m, path, &e)) { check(0, "errors", "%s", e.msg); return; }
+    CudaForward *f = cuda_forward_new(&m, 2, 4, &e);
+    if (!f) { check(0, "errors", "%s", e.msg); model_free(&m); return; }
+    int tok[10] = {256, 1, 2, 3, 4, 256, 1, 2, 3, 4};
+    float out[10 * 30];
+    int too_long = cuda_forward_run(f, tok, 2, 5, out, &e);
+    check(too_long != 0, "errors: T over capacity is refused", "%s", too_long ? e.msg : "accepted");
+    tok[1] = 999;
+    int bad_tok = cuda_forward_run(f, tok, 2, 2, out, &e);
+    check(bad_tok != 0, "errors: a token out of range is refused", "%s", bad_tok ? e.msg : "accepted");
+    tok[1] = 1;
+    int fine = cuda_forward_run(f, tok, 2, 2, out, &e);
+    check(fine == 0, "errors: then a good run works", "%s", fine ? e.msg : "");
+    cuda_forward_free(f);
+    model_free(&m);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) root = argv[1];
+    cli_set_threads(0);   /* the CPU references: every core, OpenBLAS single-threaded inside */
+    Err e;
+    if (cuda_probe(&e)) { printf("FAIL no GPU: %s\n", e.msg); return 1; }
+    const char *fixtures[] = {"tiny-linear-mnist", "tiny-softmax-mnist", "tiny-linear-cifar", "tiny-softmax-cifar"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) test_fixture(fixtures[i]);
+    test_errors();
+    test_sampler();
+    test_bits("models/mnist.bin", 100, 16, 0);
+    test_bits("models/mnist.bin", 20, 20, 1);
+    test_bits("models/mnist-softmax.bin", 100, 16, 0);
+    test_bits("models/cifar.bin", 10, 4, 0);
+    test_bits("models/cifar-softmax.bin", 4, 4, 0);   /* the slowest on the CPU: 4 images */
+    test_generate("tests/fixtures/tiny-linear-mnist.bin", 6, 4, 0);
+    test_generate("tests/fixtures/tiny-softmax-mnist.bin", 6, 4, 0);
+    test_generate("models/mnist.bin", 8, 8, 0);
+    test_generate("models/mnist.bin", 4, 4, 1);
+    test_generate("models/mnist-softmax.bin", 4, 4, 0);
+    test_generate("models/cifar.bin", 1, 1, 0);
+    printf("%s: %d of %d checks failed\n", n_failed ? "FAIL" : "ok", n_failed, n_checks);
+    return n_failed ? 1 : 0;
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# CLI tests, reliability: output paths (devices, FIFOs, symlinks, stdout, long names, checks before
+# the work, --outdir all or nothing), hostile model and dataset files, --threads, SIGTERM.
+# Run from the repository root with LINGEN_DATA set (make test-cli).
+set -u
+. tests/cli_common.sh
+export OMP_WAIT_POLICY=passive   # one-thread runs below; no spinning on a busy machine
+M=$F/tiny-linear-mnist.bin
+D=${LINGEN_DATA:-data}
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+# edit_model IN OUT PYTHON: rewrite a model file; the code sees h (header dict), data (bytearray),
+# and f32(name) (the tensor's offset in data, for struct.pack_into)
+edit_model() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); data = bytearray(d[8 + n:])
+f32 = lambda name: h[name]["data_offsets"][0]
+exec(sys.argv[3])
+hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + bytes(data))
+PY
+}
+
+# ---------------------------------------------------------------- output paths
+# a FIFO is written, not replaced by a regular file
+mkfifo "$T/fifo"
+timeout 60 cat "$T/fifo" > "$T/from-fifo" & reader=$!   # (a FIFO replaced by a file never ends it)
+expect 0 "-o FIFO" timeout 60 $L sample --threads 1 --model $M -n 2 -o "$T/fifo"
+[ -p "$T/fifo" ] || kill $reader
+wait $reader
+[ -p "$T/fifo" ] && ok "-o FIFO: still a FIFO" || bad "-o FIFO: replaced by a regular file"
+is_png "$T/from-fifo" && ok "-o FIFO: the reader got the PNG" || bad "-o FIFO: the reader got no PNG"
+
+# devices are written directly (our own nodes: as root the old behaviour would replace /dev/null)
+if mknod "$T/null" c 1 3 2> /dev/null && mknod "$T/full" c 1 7 2> /dev/null; then
+  expect 0 "-o a null device" $L sample --threads 1 --model $M -n 2 -o "$T/null"
+  [ -c "$T/null" ] && ok "-o null device: still a device" || bad "-o null device: replaced by a file"
+  expect 1 "-o a full device" $L sample --threads 1 --model $M -n 2 -o "$T/full"
+  contains "-o full device: says why" "$T/full: write failed: No space left on device"
+  [ -c "$T/full" ] && ok "-o full device: still a device" || bad "-o full device: replaced by a file"
+else
+  echo "skip device nodes (mknod needs root)"
+fi
+
+# a symlink is followed: the target replaced, the link kept
+mkdir "$T/sl"
+$L sample --threads 1 --model $M -n 1 --seed 3 -o "$T/sl/target.png" > /dev/null
+ln -s target.png "$T/sl/link.png"
+expect 0 "-o symlink" $L sample --threads 1 --model $M -n 4 --seed 3 -o "$T/sl/link.png"
+[ -L "$T/sl/link.png" ] && ok "-o symlink: the link is kept" || bad "-o symlink: the link was replaced"
+$L sample --threads 1 --model $M -n 4 --seed 3 -o "$T/sl/direct.png" > /dev/null
+cmp -s "$T/sl/target.png" "$T/sl/direct.png" && ok "-o symlink: the target has the new image" || bad "-o symlink: target not replaced"
+[ "$(ls "$T/sl" | wc -l)" = 3 ] && ok "-o symlink: no temp files" || bad "-o symlink: left $(ls "$T/sl")"
+
+# -o - writes the PNG to stdout (the same bytes as a file), the summary to stderr
+$L sample --threads 1 --model $M -n 3 --seed 5 -o - > "$T/stdout.png" 2> "$T/stderr"; rc=$?
+$L sample --threads 1 --model $M -n 3 --seed 5 -o "$T/file.png" > /dev/null
+[ $rc -eq 0 ] && cmp -s "$T/stdout.png" "$T/file.png" && ok "-o -: stdout is exactly the PNG" || bad "-o -: stdout is not the PNG (exit $rc)"
+grep -q "sampled 3 images" "$T/stderr" && ok "-o -: the summary goes to stderr" || bad "-o -: no summary on stderr"
+[ -e ./- ] && { bad "-o -: wrote a file named -"; rm -f ./-; } || ok "-o -: no file named -"
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  $L complete --threads 1 --model $M --index 0 --samples 1 -o - > "$T/cstdout.png" 2> /dev/null
+  is_png "$T/cstdout.png" && ok "complete -o -: a PNG on stdout" || bad "complete -o -: no PNG on stdout"
+fi
+
+# file names of 249 to 255 bytes (the temporary file's name is short, not name + suffix)
+for n in 249 252 255; do
+  name=$(printf 'a%.0s' $(seq $((n - 4)))).png
+  expect 0 "-o a $n-byte file name" $L sample --threads 1 --model $M -n 1 -o "$T/$name"
+done
+
+# a directory: said so
+mkdir "$T/adir"
+expect 1 "-o a directory" $L sample --threads 1 --model $M -n 1 -o "$T/adir"
+contains "-o a directory: says so" "$T/adir: is a directory"
+
+# every output checked before the work: -n 100000 would run for hours
+for o in "-o /nonexistent-dir/x.png" "-o $T/adir" "-o $T/ok.png --outdir $T/file.png/sub" "-o $T/ok.png --outdir /nonexistent-dir/d"; do
+  : > "$T/file.png"
+  expect 1 "sample $o: refused before sampling" timeout 20 $L sample --threads 1 --model $M -n 100000 $o
+done
+expect 1 "complete to a missing directory: refused before the work" timeout 20 $L complete --threads 1 --model $M --image "$T/file.png" --samples 1000 -o /nonexistent-dir/x.png
+contains "complete: names the path" "/nonexistent-dir/x.png"
+[ -e "$T/ok.png" ] && bad "a refused run wrote its grid" || ok "refused runs wrote nothing"
+
+# --outdir: all or nothing (tile 2 cannot be written: a directory is in its place)
+mkdir -p "$T/tiles/sample_00002.png"
+expect 1 "--outdir with a tile that cannot be written" $L sample --threads 1 --model $M -n 4 -o "$T/grid.png" --outdir "$T/tiles"
+contains "--outdir failure names the tile" "sample_00002.png: is a directory"
+[ -e "$T/grid.png" ] && bad "--outdir failure left the grid" || ok "--outdir failure: no grid"
+[ "$(ls -A "$T/tiles")" = sample_00002.png ] && ok "--outdir failure: no tiles, no temp files" || bad "--outdir failure left: $(ls -A "$T/tiles")"
+rmdir "$T/tiles/sample_00002.png"
+expect 0 "--outdir, then all of it" $L sample --threads 1 --model $M -n 4 -o "$T/grid.png" --outdir "$T/tiles"
+[ "$(ls "$T/tiles" | wc -l)" = 4 ] && [ -f "$T/grid.png" ] && ok "--outdir: the grid and 4 tiles" || bad "--outdir: $(ls "$T/tiles")"
+
+# SIGTERM like Ctrl-C: the finished images kept, exit 143
+mkdir "$T/term"
+$L sample --threads 1 --model $M -n 100000 --batch 1 -o "$T/term/grid.png" > "$T/out" 2>&1 &
+pid=$!
+sleep 3; kill -TERM $pid; wait $pid; rc=$?
+[ $rc -eq 143 ] && ok "SIGTERM exits 143" || bad "SIGTERM exit $rc"
+contains "SIGTERM says what it wrote" "interrupted: wrote the"
+is_png "$T/term/grid.png" && ok "SIGTERM wrote the finished images" || bad "SIGTERM: no grid"
+[ "$(ls "$T/term" | wc -l)" = 1 ] && ok "SIGTERM left no temp files" || bad "SIGTERM left: $(ls "$T/term")"
+
+# --threads: capped at the usable cores, with a note, unless LINGEN_FORCE_THREADS=1
+expect 0 "--threads 4 on one core" taskset -c 0 $L sample --model $M -n 1 --threads 4 -o "$T/t.png"
+contains "--threads capped: says so" "only 1 core is usable here, using 1"
+LINGEN_FORCE_THREADS=1 taskset -c 0 $L sample --model $M -n 1 --threads 4 -o "$T/t.png" > "$T/out" 2>&1
+grep -q "usable here" "$T/out" && bad "LINGEN_FORCE_THREADS=1 still capped" || ok "LINGEN_FORCE_THREADS=1 runs the threads asked for"
+
+# ---------------------------------------------------------------- model files
+mkfifo "$T/mfifo"
+for m in /dev/zero "$T/mfifo"; do
+  expect 1 "--model $m: refused at once" timeout 20 $L info --model "$m"
+  contains "--model $m: not a regular file" "$m: not a regular file"
+done
+expect 1 "--model a directory" $L info --model "$T/adir"
+contains "--model a directory: says so" "$T/adir: is a directory"
+expect 1 "--model README.md" $L info --model README.md
+contains "--model README.md: not a model file" "README.md: not a lingen model file (safetensors)"
+expect 1 "--image /dev/zero" timeout 20 $L complete --threads 1 --model $M --image /dev/zero -o "$T/x.png"
+contains "--image /dev/zero: not a regular file" "/dev/zero: not a regular file"
+expect 1 "--image a directory" $L complete --threads 1 --model $M "$T/adir" -o "$T/x.png"
+contains "--image a directory: says so" "$T/adir: is a directory"
+
+edit_model $M "$T/nan.bin" 'struct.pack_into("<f", data, f32("layers.1.norm1.bias") + 8, float("nan"))'
+expect 1 "a NaN weight" $L sample --threads 1 --model "$T/nan.bin" -n 1 -o "$T/x.png"
+contains "a NaN weight: names the tensor" "tensor 'layers.1.norm1.bias' holds a non-finite value (NaN at index 2)"
+edit_model $M "$T/big.bin" 'h["__metadata__"].update(height="1024", width="1024")'
+expect 1 "1024x1024 images" $L info --model "$T/big.bin"
+contains "1024x1024: out of range" "height = '1024' is out of range (1..64)"
+edit_model $M "$T/gap.bin" 'data += b"\0" * 8'
+expect 1 "bytes after the last tensor" $L info --model "$T/gap.bin"
+contains "trailing bytes: says so" "8 bytes after the last tensor"
+
+# info prints metadata values escaped: no terminal escape, no forged line
+edit_model $M "$T/esc.bin" 'h["__metadata__"]["date"] = "\x1b[2J\x1b[Hcleared\nparameters   1 (forged)"'
+expect 0 "info with control characters in a value" $L info --model "$T/esc.bin"
+grep -q $'\x1b' "$T/out" && bad "info printed an ESC byte" || ok "info: no ESC byte printed"
+grep -q "^parameters   1 (forged)" "$T/out" && bad "info printed a forged line" || ok "info: no forged line"
+contains "info: the value shown escaped" 'date         \\x1b\[2J\\x1b\[Hcleared\\nparameters'
+
+# eval: finite weights whose activations overflow: said so, exit 1 (not "inf +- nan")
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  edit_model $M "$T/overflow.bin" '
+for k in ("norm.weight", "norm.bias"):
+    a, b = h[k]["data_offsets"]
+    for o in range(a, b, 4): struct.pack_into("<f", data, o, 3e38)'
+  expect 1 "eval with overflowing activations" $L eval bits-per-dim --threads 1 --model "$T/overflow.bin" --limit 2
+  contains "eval overflow: says so" "the log-probability is not finite"
+fi
+
+# ---------------------------------------------------------------- datasets
+mkdir -p "$T/bomb/cifar-10" "$T/cut/mnist" "$T/fifodata/mnist"
+python3 - "$T" <<'PY'
+import gzip, struct, sys, zlib
+t = sys.argv[1]
+# 10,001 zero records: 30 KB of gzip, 30 MB decompressed; a batch holds exactly 10,000
+z = zlib.compressobj(9, zlib.DEFLATED, 31)
+gz = z.compress(bytes(3073) * 10001) + z.flush()
+open(t + "/bomb/cifar-10/test_batch.bin.gz", "wb").write(gz)
+# 2000 MNIST images whose gzip file lacks its 8-byte trailer
+n = 2000
+img = struct.pack(">IIII", 0x803, n, 28, 28) + bytes(i * 7 % 256 for i in range(n * 784))
+open(t + "/cut/mnist/t10k-images-idx3-ubyte.gz", "wb").write(gzip.compress(img, mtime=0)[:-8])
+open(t + "/cut/mnist/t10k-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+PY
+expect 1 "a CIFAR-10 batch of 10,001 records" $L eval bits-per-dim --threads 1 --model $F/tiny-linear-cifar.bin --data "$T/bomb" --limit 1
+contains "CIFAR-10 bomb: says why" "more than 10000 records"
+expect 1 "a gzip file without its trailer" $L eval bits-per-dim --threads 1 --model $M --data "$T/cut" --limit 1
+contains "no trailer: truncated" "t10k-images-idx3-ubyte.gz: truncated gzip stream"
+mkfifo "$T/fifodata/mnist/t10k-images-idx3-ubyte"
+expect 1 "a dataset file that is a FIFO" timeout 20 $L eval bits-per-dim --threads 1 --model $M --data "$T/fifodata" --limit 1
+contains "dataset FIFO: not a regular file" "t10k-images-idx3-ubyte: not a regular file"
+
+echo "$fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,106 @@
+"""Data-parallel training on the CPU: scripts/train.py in two processes (gloo, in the environment
+torchrun gives each process), each reading its half of every global batch, must end with the
+weights of one process trained on the whole global batch, also when the two-process run stops
+half-way and resumes from its checkpoint; modelfile.py exports that checkpoint with its recipe."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import torch  # noqa: E402
+
+import modelfile  # noqa: E402
+from model import Config, Model  # noqa: E402
+
+DATA = os.environ.get("LINGEN_DATA", os.path.join(ROOT, "data"))
+TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)
+# 24 images, global batch 8: the 4 steps cross into a second epoch (a second permutation).
+# A constant lr, RAdam and per-tensor clipping at 0.5 (which clips here) act on the averaged gradients.
+RECIPE = ["--tiny", "--device", "cpu", "--dataset", "mnist", "--limit", "24", "--lr", "0.05", "--ema", "0",
+          "--dropout", "0", "--schedule", "constant", "--optimizer", "radam", "--clip", "0.5",
+          "--clip-mode", "per-tensor", "--final-eval", "4", "--no-f32-check", "--export-dtype", "f32"]
+STEPS = 4
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train(world, batch, steps, out, extra=()):
+    """Run train.py in `world` processes, as torchrun would start them; fail on any error."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": str(world)}
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only: CI may have no other network
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), *RECIPE, "--data", DATA,
+           "--batch", str(batch), "--steps", str(steps), "--export", out, *extra]
+    with tempfile.TemporaryDirectory() as d:
+        outs = [open(os.path.join(d, f"rank{r}.txt"), "w+") for r in range(world)]
+        procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=outs[r],
+                                  stderr=subprocess.STDOUT) for r in range(world)]
+        try:  # a process that fails leaves the others waiting for it: stop at the first failure
+            deadline = time.time() + 600  # generous: a loaded machine stretches seconds into minutes
+            while any(p.poll() is None for p in procs) and not any(p.poll() for p in procs):
+                if time.time() > deadline:
+                    raise AssertionError(f"{world} training processes still running after 600 s")
+                time.sleep(0.1)
+        finally:
+            failed = [r for r, p in enumerate(procs) if p.poll()]  # before the others are stopped
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for f in outs:
+            f.seek(0)
+        texts = [f.read() for f in outs]
+        for f in outs:
+            f.close()
+    for r in failed:
+        raise AssertionError(f"rank {r} of {world} exited with {procs[r].returncode}:\n{texts[r][-3000:]}")
+
+
+class DataParallel(unittest.TestCase):
+    def test_two_processes_equal_one_with_the_global_batch(self):
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one, two, ckpt, log = (os.path.join(d, n) for n in ("one.bin", "two.bin", "two.pt", "two.jsonl"))
+            train(1, 8, STEPS, one)
+            train(2, 4, STEPS // 2, two, ["--ckpt", ckpt])   # stops half-way,
+            train(2, 4, STEPS, two, ["--ckpt", ckpt, "--log", log])   # resumes
+            m1, meta1 = modelfile.load(one)
+            m2, meta2 = modelfile.load(two)
+            w1, w2 = m1.state_dict(), m2.state_dict()
+            diff = max((w1[k] - w2[k]).abs().max().item() for k in w1)
+            self.assertLess(diff, 1e-5)
+            # the comparison has something to see: training moved the weights from their start
+            torch.manual_seed(0)
+            w0 = Model(Config(**{**m1.cfg.as_dict(), **TINY})).state_dict()
+            self.assertGreater(max((w1[k] - w0[k]).abs().max().item() for k in w1), 1e-3)
+            # the metadata states the global batch and the learning rate; one process logs
+            self.assertEqual((meta2["batch"], meta2["processes"], meta2["lr"]), ("8", "2", "0.05"))
+            self.assertIn("batch 8 (2 processes x 4)", meta2["recipe"])
+            self.assertEqual((meta1["batch"], meta1["processes"]), ("8", "1"))
+            with open(log) as f:
+                recs = [json.loads(line) for line in f]
+            self.assertEqual([r["step"] for r in recs if "step" in r], [3, 4])  # the resumed run's steps
+            self.assertEqual(sum(1 for r in recs if r.get("final")), 1)
+            # the checkpoint, exported by modelfile.py: the same raw weights, with their recipe
+            ck = os.path.join(d, "ckpt.bin")
+            subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "modelfile.py"), ckpt, ck, "--dtype", "f32"],
+                           check=True, capture_output=True)
+            m3, meta3 = modelfile.load(ck)
+            self.assertTrue(all(torch.equal(v, m3.state_dict()[k]) for k, v in w2.items()))
+            self.assertEqual((meta3["steps"], meta3["batch"], meta3["recipe"]), ("4", "8", meta2["recipe"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
