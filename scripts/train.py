@@ -496,7 +496,8 @@ def main():
     if a.ckpt and rank == 0:
         save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
                         {**totals(so_far, step, so_far["epochs"] + step * per_step, elapsed, world), **ckpt_recipe})
-    if world > 1:
+    if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
+        dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
         return
