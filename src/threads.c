@@ -126,7 +126,22 @@ int threads_usable_cores(void) {
     return n > 0 ? (int)n : 1;
 }
 
+/* A fork()ed child (compare measures each row in one) has only the thread that forked: forget
+ * the parent's workers, and the first loop in the child starts as many again. */
+static int n_wanted;                     /* what threads_set was last asked for (0: every core) */
+static void forked_child(void) {
+    n_threads = 0;
+    atomic_store(&work, 0);
+    atomic_store(&done, 0);
+    atomic_store(&sleepers, 0);
+    atomic_store(&caller_asleep, 0);
+    atomic_store(&stopping, 0);
+}
+
 int threads_set(int n) {
+    static int atfork;
+    if (!atfork) atfork = !pthread_atfork(NULL, NULL, forked_child);
+    n_wanted = n;
     if (n <= 0) n = threads_usable_cores();
     if (n > MAX_THREADS) n = MAX_THREADS;
     if (n == n_threads) return n;
@@ -143,7 +158,7 @@ int threads_set(int n) {
     return n_threads;
 }
 
-int threads_count(void) { return n_threads ? n_threads : threads_set(0); }
+int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); }
 
 /* Whether the other threads help. When they do not get a core (another program has it), an
  * item that one of them took before it was descheduled holds the loop up for a time slice, and
