@@ -17,12 +17,14 @@
 # folders of their own (e.g. models/cifar*.bin in .stage4, models/mnist*.bin in .stage5, with
 # INIT=.stage4 or INIT=.stage5 at start). CIFAR-10 fits in three such folders:
 #   .stage1 (cifar-10/data_batch_{1,2}.bin.gz), .stage2 (3, 4), .stage3 (5 and test_batch)
+# NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
 # ONLY=NAME before start trains just that model (e.g. ONLY=cifar); TAG=T names the runs NAME.T
 # (e.g. mnist.b16), so that variants of one model train side by side, each on its own GPU
 # with CUDA_VISIBLE_DEVICES. models/README.md has each shipped model's train.py arguments.
 # Model files come back in parts of at most 15 MiB:
 #   cat NAME.bin.part* > models/NAME.bin      (a tagged run's parts are NAME.TAG.bin.part*)
 set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
 RUN=/root/lingen-run
 DATA=/root/lingen-data
 # the models of a dataset; ONLY=NAME (e.g. ONLY=cifar) before start trains just that one.
@@ -50,7 +52,8 @@ start)
     d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
     # the starting weights: models/NAME.bin of the working tree, or of the folder $INIT
     init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $d/init.bin
-    PYTHONUNBUFFERED=1 setsid nohup python3 scripts/train.py --dataset $ds --attention $att \
+    launch=python3; [ ${NPROC:-1} -gt 1 ] && launch="python3 -m torch.distributed.run --standalone --nproc_per_node=$NPROC"
+    PYTHONUNBUFFERED=1 setsid nohup $launch scripts/train.py --dataset $ds --attention $att \
       --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \
       --ckpt $d/ckpt.pt --log $d/log.jsonl --minutes $minutes --compile "$@" \
       > $d/stdout.txt 2>&1 < /dev/null &
