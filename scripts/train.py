@@ -56,7 +56,7 @@ def parse_args():
     ap.add_argument("--ckpt", help="checkpoint to resume from (if it exists) and save to")
     ap.add_argument("--export", help="write the final model file here")
     ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
-    ap.add_argument("--log", help="append JSON lines here")
+    ap.add_argument("--log-file", "--log", dest="log", help="append JSON lines here (--log-file under torchrun, whose own --log-dir would take --log)")
     ap.add_argument("--snapshot", help="write the current weights here (F16 model file) at every evaluation")
     ap.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for training")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: budget only)")

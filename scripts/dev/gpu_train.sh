@@ -55,7 +55,7 @@ start)
     launch=python3; [ ${NPROC:-1} -gt 1 ] && launch="python3 -m torch.distributed.run --standalone --nproc_per_node=$NPROC"
     PYTHONUNBUFFERED=1 setsid nohup $launch scripts/train.py --dataset $ds --attention $att \
       --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \
-      --ckpt $d/ckpt.pt --log $d/log.jsonl --minutes $minutes --compile "$@" \
+      --ckpt $d/ckpt.pt --log-file $d/log.jsonl --minutes $minutes --compile "$@" \
       > $d/stdout.txt 2>&1 < /dev/null &
   done
   sleep 5; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv ;;
