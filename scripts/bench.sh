@@ -36,7 +36,14 @@ expand() {
 CORES=${CORES:-$(taskset -pc $$ | sed 's/.*: //')}
 read -r -a CPU <<< "$(expand "$CORES")"
 [ ${#CPU[@]} -ge 2 ] || { echo "bench.sh: needs 2 cores or more, CORES=$CORES has ${#CPU[@]}" >&2; exit 1; }
-TWO="${CPU[0]},${CPU[1]}"
+# "2 cores" are two physical cores: where the machine has SMT, not two hyperthreads of one core
+siblings() { expand "$(cat /sys/devices/system/cpu/cpu$1/topology/thread_siblings_list 2> /dev/null || echo $1)"; }
+SECOND=${CPU[1]}
+for c in "${CPU[@]:1}"; do
+  [[ " $(siblings "${CPU[0]}") " == *" $c "* ]] || { SECOND=$c; break; }
+done
+TWO="${CPU[0]},$SECOND"
+PHYSICAL=$(for c in "${CPU[@]}"; do siblings "$c" | tr ' ' ','; done | sort -u | wc -l)   # physical cores in CORES
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 # images/s from a `lingen sample` run pinned to cores $1; the rest are lingen's arguments
@@ -53,13 +60,13 @@ stop_busy() { if [ -n "$BUSY" ]; then kill "$BUSY" 2> /dev/null || true; wait "$
 trap stop_busy EXIT
 trap 'stop_busy; exit 143' TERM INT
 
-echo "== lingen speed, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), cores $CORES (${#CPU[@]})" | tee "$OUT/runs.txt"
+echo "== lingen speed, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), cores $CORES (${#CPU[@]} logical, $PHYSICAL physical)" | tee "$OUT/runs.txt"
 
-echo "== 1. threads on 2 cores ($TWO): default count against --threads 1, quiet, then with core ${CPU[1]} busy"
+echo "== 1. threads on 2 cores ($TWO): default count against --threads 1, quiet, then with core $SECOND busy"
 # -n 8 at batch 8, as a small job on a laptop; alternating, three of each, their images/s added
 quiet_d=() quiet_1=() busy_d=() busy_1=()
 for r in 1 2; do quiet_d+=("$(ips "$TWO" -n 8)"); quiet_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
-taskset -c "${CPU[1]}" sh -c 'while :; do :; done' &
+taskset -c "$SECOND" sh -c 'while :; do :; done' &
 BUSY=$!
 for r in 1 2 3; do busy_d+=("$(ips "$TWO" -n 8)"); busy_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
 stop_busy
@@ -72,6 +79,10 @@ if [ ${#CPU[@]} -ge 16 ]; then
   two=$(ips "$TWO" -n 256 --batch 256)
   all=$(ips "$CORES" -n 256 --batch 256)
   say "scaling (batch 256): ${#CPU[@]} cores at $(ratio "$all" "$two")x 2 cores ($all vs $two images/s; goal >= 6 on 16)"
+  if [ "$PHYSICAL" -lt ${#CPU[@]} ]; then   # SMT: one thread per physical core, for comparison
+    phys=$(ips "$CORES" -n 256 --batch 256 --threads "$PHYSICAL")
+    say "scaling (batch 256): ${#CPU[@]} cores, $PHYSICAL threads (one per physical core) at $(ratio "$phys" "$two")x 2 cores ($phys images/s)"
+  fi
 else
   say "scaling (batch 256): skipped, CORES has ${#CPU[@]} cores (needs 16 or more)"
 fi

@@ -34,7 +34,7 @@ static double best_gflops(int own, const float *a, const float *b, const float *
         int reps = 0;
         double t0 = now_seconds(), secs;
         do {
-            if (own) matmul(c, a, b, bias, n, n, n);
+            if (own) matmul(c, a, (Packed){b, 0}, bias, n, n, n);
             else parallel_for((SGEMM_N / RB) * (SGEMM_N / CB), blas_item, &q, 0);
             reps++;
         } while ((secs = now_seconds() - t0) < (w < 0 ? 0.05 : WINDOW_SECONDS) || reps < 2);
@@ -47,7 +47,7 @@ static double best_gflops(int own, const float *a, const float *b, const float *
 Ceiling ceiling_measure(void) {
     int before = openblas_get_num_threads();
     openblas_set_num_threads(1);   /* one per item: the threads are lingen's */
-    size_t n = SGEMM_N, packed = matmul_packed_floats(n, n);
+    size_t n = SGEMM_N, packed = matmul_packed_values(n, n);
     float *a = xmalloc((2 * n * n + packed + n) * sizeof(float)), *b = a + n * n, *c = b + packed, *bias = c + n * n;
     for (size_t i = 0; i < n * n + packed; i++) a[i] = (float)(i % 7) * 0.1f;   /* not zeros: they can run faster */
     for (size_t i = 0; i < n; i++) bias[i] = 0;

@@ -30,6 +30,7 @@ static cJSON *info_json(const Model *m, const char *path, size_t state_bytes, si
     cJSON_AddNumberToObject(o, "n_mix", c->n_mix);
     cJSON_AddNumberToObject(o, "parameters", (double)m->n_params);
     cJSON_AddNumberToObject(o, "parameter_bytes_f32", (double)m->n_params * 4);
+    cJSON_AddNumberToObject(o, "weight_bytes_held", (double)m->arena_floats * sizeof(float));
     cJSON_AddNumberToObject(o, "rnn_state_bytes_per_image", (double)state_bytes);
     cJSON_AddNumberToObject(o, "kv_cache_bytes_per_image", (double)kv_bytes);
     cJSON_AddNumberToObject(o, "memory_bytes_per_image", (double)(c->attention == ATTN_LINEAR ? state_bytes : kv_bytes));
@@ -62,7 +63,8 @@ int cmd_info(int argc, char **argv) {
     printf("layers       %d, %s-norm, %s\n", c->n_layers, c->pre_norm ? "pre" : "post", c->gelu ? "gelu" : "relu");
     printf("width        d = %d = %d heads x %d, d_ff = %d\n", c->d, c->n_heads, c->d_head, c->d_ff);
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
-    printf("parameters   %zu (%.1f MB as float32)\n", m.n_params, m.n_params * 4 / 1e6);
+    printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s)\n", m.n_params, m.n_params * 4 / 1e6,
+           m.arena_floats * sizeof(float) / 1e6, m.layers[0].qkv_w.half ? "Linear weights as float16, as in the file" : "as float32");
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "half.h"
 #include "matmul.h"
 #include "threads.h"
 
@@ -26,8 +27,9 @@ typedef __m512 vec;
 #define vstore _mm512_storeu_ps
 #define vbroadcast(p) _mm512_set1_ps(*(p))
 #define vfma _mm512_fmadd_ps
+#define vload_half(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define MR 8    /* rows per tile: 8 x 2 accumulators + 2 weight vectors + 1 broadcast = 19 of 32 */
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define SIMD 1
 typedef __m256 vec;
@@ -36,6 +38,7 @@ typedef __m256 vec;
 #define vstore _mm256_storeu_ps
 #define vbroadcast _mm256_broadcast_ss
 #define vfma _mm256_fmadd_ps
+#define vload_half(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define MR 6    /* rows per tile: 6 x 2 accumulators + 2 weight vectors + 1 broadcast = 15 of 16 */
 #else
 #define SIMD 0
@@ -59,14 +62,22 @@ const char *matmul_kernel_name(void) {
 #endif
 }
 
-size_t matmul_packed_floats(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
+size_t matmul_packed_values(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * n_in * NR; }
 
 size_t matmul_packed_index(int n_in, int o, int i) { return ((size_t)(o / NR) * n_in + i) * NR + o % NR; }
 
-void matmul_pack(float *dst, const float *W, int n_in, int n_out) {
-    memset(dst, 0, matmul_packed_floats(n_in, n_out) * sizeof *dst);
+void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out) {
+    size_t size = half ? sizeof(uint16_t) : sizeof(float);
+    memset(dst, 0, matmul_packed_values(n_in, n_out) * size);
     for (int o = 0; o < n_out; o++)
-        for (int i = 0; i < n_in; i++) dst[matmul_packed_index(n_in, o, i)] = W[(size_t)o * n_in + i];
+        for (int i = 0; i < n_in; i++)
+            memcpy((char *)dst + matmul_packed_index(n_in, o, i) * size, (const char *)W + ((size_t)o * n_in + i) * size,
+                   size);
+}
+
+float matmul_packed_get(Packed W, int n_in, int o, int i) {
+    size_t k = matmul_packed_index(n_in, o, i);
+    return W.half ? half_to_float(((const uint16_t *)W.p)[k]) : ((const float *)W.p)[k];
 }
 
 /* A slice of memory to prefetch while a tile computes: `lines` cache lines from p. */
@@ -80,13 +91,15 @@ static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps
     return (Prefetch){p ? p + (l0 << 6) : NULL, (int)(l1 - l0 < most ? l1 - l0 : most)};
 }
 
-/* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR).
- * R is a constant at every call site, so the loops over r unroll and the accumulators stay
- * in registers. The loop over i runs in segments, one line of f and of g prefetched per
+/* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR),
+ * the panel's values floats or halves (half). R and half are constants at every call site, so
+ * the loops over r unroll, the accumulators stay in registers and the load is the one needed. The loop over i runs in segments, one line of f and of g prefetched per
  * segment, so that the loads spread over the arithmetic. */
-static inline __attribute__((always_inline)) void tile(const int R, float *out, int ldo, const float *x,
-                                                        int ldx, const float *Wp, int n_in, const float *b,
-                                                        Prefetch f, Prefetch g) {
+static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
+                                                        const float *x, int ldx, const void *Wp, int n_in,
+                                                        const float *b, Prefetch f, Prefetch g) {
+    const float *Wf = Wp;
+    const uint16_t *Wh = Wp;
     int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
@@ -100,15 +113,18 @@ static inline __attribute__((always_inline)) void tile(const int R, float *out, 
         if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
         for (int end = s + 1 >= nseg ? n_in : i + len; i < end; i++) {
 #if SIMD
-            vec w0 = vload(Wp + (size_t)i * NR), w1 = vload(Wp + (size_t)i * NR + VW);
+            vec w0 = half ? vload_half(Wh + (size_t)i * NR) : vload(Wf + (size_t)i * NR);
+            vec w1 = half ? vload_half(Wh + (size_t)i * NR + VW) : vload(Wf + (size_t)i * NR + VW);
             for (int r = 0; r < R; r++) {
                 vec xr = vbroadcast(x + (size_t)r * ldx + i);
                 lo[r] = vfma(xr, w0, lo[r]);
                 hi[r] = vfma(xr, w1, hi[r]);
             }
 #else
+            float w[NR];
+            for (int j = 0; j < NR; j++) w[j] = half ? half_to_float(Wh[(size_t)i * NR + j]) : Wf[(size_t)i * NR + j];
             for (int r = 0; r < R; r++)
-                for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * Wp[(size_t)i * NR + j];
+                for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * w[j];
 #endif
         }
     }
@@ -122,8 +138,25 @@ static inline __attribute__((always_inline)) void tile(const int R, float *out, 
 #endif
 }
 
+/* One tile of R rows, R from 1 to MR, as a constant. */
+#if MR == 8
+#define TILE_8_7(h) case 8: tile(8, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+                    case 7: tile(7, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break;
+#else
+#define TILE_8_7(h)
+#endif
+#define TILES(h) switch (R) { \
+        TILE_8_7(h) \
+        case 6: tile(6, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        case 5: tile(5, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        case 4: tile(4, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        case 3: tile(3, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        case 2: tile(2, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+    }
+
 /* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp. */
-static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp, int n_in,
+static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n_in,
                   const float *b, int rows, int ncols, const char *next, const char *pf, size_t pf_lines) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
@@ -132,22 +165,12 @@ static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp,
         /* this tile's share of the caller's lines, and of the next panel's weights: only the
          * first tile reads a panel from memory, and the arithmetic would wait for it */
         Prefetch f = slice(pf, pf_lines, r / MR, tiles, n_in);
-        Prefetch g = slice(next, next ? (size_t)n_in * NR * sizeof *Wp / 64 : 0, r / MR, tiles, n_in);
+        Prefetch g = slice(next, next ? (size_t)n_in * NR * (Wp.half ? 2 : 4) / 64 : 0, r / MR, tiles, n_in);
         int R = rows - r < MR ? rows - r : MR, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
         const float *xr = x + (size_t)r * ldx;
-        switch (R) {
-#if MR == 8
-        case 8: tile(8, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        case 7: tile(7, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-#endif
-        case 6: tile(6, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        case 5: tile(5, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        case 4: tile(4, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        case 3: tile(3, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        case 2: tile(2, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        default: tile(1, o, ld, xr, ldx, Wp, n_in, b, f, g); break;
-        }
+        if (Wp.half) TILES(1)
+        else TILES(0)
         if (ncols < NR)
             for (int k = 0; k < R; k++) memcpy(out + (size_t)(r + k) * ldo, tmp + k * NR, ncols * sizeof *out);
     }
@@ -156,7 +179,8 @@ static void panel(float *out, int ldo, const float *x, int ldx, const float *Wp,
 /* One parallel loop: items are (row block, panel), row block major. */
 typedef struct {
     float *out;
-    const float *x, *Wp, *b;
+    const float *x, *b;
+    Packed W;
     const char *pf;
     size_t lines, items;
     int rows, n_in, n_out, np, mb, act;
@@ -178,30 +202,31 @@ static void product_item(void *ctx, int item, int thread) {
     int rb = item / q->np, p = item % q->np, r0 = rb * q->mb, c0 = p * NR;
     int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
     size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
-    size_t stride = (size_t)q->n_in * NR;
-    const char *next = p + 1 < q->np ? (const char *)(q->Wp + (p + 1) * stride) : NULL;
+    size_t stride = (size_t)q->n_in * NR * (q->W.half ? 2 : 4);   /* bytes per panel */
+    const char *panels = q->W.p, *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
     float *o = q->out + (size_t)r0 * q->n_out + c0;
-    panel(o, q->n_out, q->x + (size_t)r0 * q->n_in, q->n_in, q->Wp + p * stride, q->n_in, q->b + c0, rows, ncols,
+    Packed Wp = {panels + p * stride, q->W.half};
+    panel(o, q->n_out, q->x + (size_t)r0 * q->n_in, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
           next, q->pf ? q->pf + (l0 << 6) : NULL, l1 - l0);
     if (q->act) activate(o, q->n_out, rows, ncols, q->act);
 }
 
-void matmul_ex(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act) {
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
      * end: each panel is then read by several blocks, from the shared cache. */
     while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
     int nb = (rows + mb - 1) / mb;
-    Product q = {out, x, Wp, b, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * np, rows, n_in, n_out, np, mb, act};
+    Product q = {out, x, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * np, rows, n_in, n_out, np, mb, act};
     parallel_for(nb * np, product_item, &q, (double)rows * n_in * n_out);
 }
 
-void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                      const void *pf, size_t pf_bytes) {
-    matmul_ex(out, x, Wp, b, rows, n_in, n_out, pf, pf_bytes, MATMUL_NONE);
+    matmul_ex(out, x, W, b, rows, n_in, n_out, pf, pf_bytes, MATMUL_NONE);
 }
 
-void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out) {
-    matmul_prefetch(out, x, Wp, b, rows, n_in, n_out, NULL, 0);
+void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out) {
+    matmul_prefetch(out, x, W, b, rows, n_in, n_out, NULL, 0);
 }

@@ -8,6 +8,7 @@
 #ifndef LINGEN_MATMUL_H
 #define LINGEN_MATMUL_H
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(__AVX512F__)
 #define MATMUL_NR 32   /* two 16-float vectors */
@@ -15,24 +16,35 @@
 #define MATMUL_NR 16   /* two 8-float AVX2 vectors */
 #endif
 
+/* A packed weight: its panels, of floats or of IEEE halves (half.h). A model file's F16 weights
+ * are held as halves: half the bytes to stream at every step, and the same products, since a
+ * half widens to a float exactly (the kernels widen each panel row as they read it). */
+typedef struct {
+    const void *p;
+    int half;   /* 0: float values, 1: uint16_t halves */
+} Packed;
+
 /* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */
 const char *matmul_kernel_name(void);
-/* Floats a packed [n_out, n_in] weight takes. */
-size_t matmul_packed_floats(int n_in, int n_out);
+/* Values (floats or halves) a packed [n_out, n_in] weight takes. */
+size_t matmul_packed_values(int n_in, int n_out);
 /* Where W[o][i] is held in the packed weight. */
 size_t matmul_packed_index(int n_in, int o, int i);
-/* Pack W, row-major [n_out, n_in] (PyTorch's Linear.weight), into dst. */
-void matmul_pack(float *dst, const float *W, int n_in, int n_out);
+/* Pack W, row-major [n_out, n_in] (PyTorch's Linear.weight) of floats or of halves (half = 1),
+ * into dst of the same type. */
+void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out);
+/* W[o][i] of a packed weight, as a float. */
+float matmul_packed_get(Packed W, int n_in, int o, int i);
 /* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
-void matmul(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out);
+void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out);
 /* The same, and meanwhile pull the pf_bytes at pf into the caches, spread over the arithmetic
  * (a hint: the memory is only read ahead). Item k of the parallel loop (threads.h) prefetches
  * the k-th slice. */
-void matmul_prefetch(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                      const void *pf, size_t pf_bytes);
 /* The same, then the activation act on every output (MATMUL_RELU, MATMUL_GELU: exact, as PyTorch's),
  * while it is still in the cache. */
 enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
-void matmul_ex(float *out, const float *x, const float *Wp, const float *b, int rows, int n_in, int n_out,
+void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act);
 #endif

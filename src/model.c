@@ -88,8 +88,17 @@ static int parse_config(Config *c, const SafeTensors *st, const char *path, Err 
     return 0;
 }
 
-/* One tensor the file must hold: name, shape (1-D when cols is 0), and where it goes. */
-typedef struct { char name[64]; int ndim; int64_t shape[2]; float **dst; const StTensor *t; size_t at; } Want;
+/* One tensor the file must hold: name, shape (1-D when cols is 0), and where it goes: dst, or
+ * lin for a Linear weight (held packed). */
+typedef struct {
+    char name[64];
+    int ndim;
+    int64_t shape[2];
+    float **dst;
+    Packed *lin;
+    const StTensor *t;
+    size_t at;
+} Want;
 
 static void want(Want *w, int *n, const char *prefix, const char *suffix, float **dst, int64_t rows, int64_t cols) {
     Want *x = &w[(*n)++];
@@ -98,6 +107,12 @@ static void want(Want *w, int *n, const char *prefix, const char *suffix, float 
     x->shape[0] = rows;
     x->shape[1] = cols;
     x->dst = dst;
+}
+
+static void want_linear(Want *w, int *n, const char *prefix, const char *suffix, Packed *lin, int64_t rows,
+                        int64_t cols) {
+    want(w, n, prefix, suffix, NULL, rows, cols);
+    w[*n - 1].lin = lin;
 }
 
 static int list_weights(Model *m, Want *w) {
@@ -109,33 +124,34 @@ static int list_weights(Model *m, Want *w) {
         LayerWeights *L = &m->layers[l];
         char p[32];
         snprintf(p, sizeof p, "layers.%d.", l);
-        want(w, &n, p, "attn.qkv.weight", &L->qkv_w, 3 * d, d);
+        want_linear(w, &n, p, "attn.qkv.weight", &L->qkv_w, 3 * d, d);
         want(w, &n, p, "attn.qkv.bias", &L->qkv_b, 3 * d, 0);
-        want(w, &n, p, "attn.out.weight", &L->out_w, d, d);
+        want_linear(w, &n, p, "attn.out.weight", &L->out_w, d, d);
         want(w, &n, p, "attn.out.bias", &L->out_b, d, 0);
         want(w, &n, p, "norm1.weight", &L->norm1_w, d, 0);
         want(w, &n, p, "norm1.bias", &L->norm1_b, d, 0);
         want(w, &n, p, "norm2.weight", &L->norm2_w, d, 0);
         want(w, &n, p, "norm2.bias", &L->norm2_b, d, 0);
-        want(w, &n, p, "ff1.weight", &L->ff1_w, f, d);
+        want_linear(w, &n, p, "ff1.weight", &L->ff1_w, f, d);
         want(w, &n, p, "ff1.bias", &L->ff1_b, f, 0);
-        want(w, &n, p, "ff2.weight", &L->ff2_w, d, f);
+        want_linear(w, &n, p, "ff2.weight", &L->ff2_w, d, f);
         want(w, &n, p, "ff2.bias", &L->ff2_b, d, 0);
     }
     want(w, &n, "", "norm.weight", &m->norm_w, d, 0);
     want(w, &n, "", "norm.bias", &m->norm_b, d, 0);
-    want(w, &n, "", "head.weight", &m->head_w, 3 * (int64_t)c->n_mix, d);
+    want_linear(w, &n, "", "head.weight", &m->head_w, 3 * (int64_t)c->n_mix, d);
     want(w, &n, "", "head.bias", &m->head_b, 3 * (int64_t)c->n_mix, 0);
     return n;
 }
 #define WEIGHTS_PER_LAYER 12
 
-/* A Linear weight [out, in] is held packed for matmul() (matmul.h). */
-static int is_projection_weight(const Model *m, const Want *w) { return w->ndim == 2 && w->dst != &m->emb; }
-
-static size_t held_floats(const Model *m, const Want *w) {
-    if (is_projection_weight(m, w)) return matmul_packed_floats((int)w->shape[1], (int)w->shape[0]);
-    return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+/* A Linear weight [out, in] is held packed for matmul() (matmul.h), as halves if the file has
+ * them: floats' worth of the arena it takes. */
+static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
+static size_t held_floats(const Want *w) {
+    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+    size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
+    return held_half(w) ? (n + 1) / 2 : n;
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
@@ -148,17 +164,21 @@ static int check_finite(const float *v, size_t n, const char *path, const char *
     return 0;
 }
 
-/* Widen one tensor into its place in the arena (packed for a Linear weight), checked finite. */
-static int widen(const Model *m, const Want *w, const char *path, Err *e) {
+/* Widen one tensor into its place in the arena, dst (a Linear weight: packed, its halves as they
+ * are), checked finite. */
+static int widen(const Want *w, float *dst, const char *path, Err *e) {
     size_t n = st_numel(w->t);
-    if (!is_projection_weight(m, w)) {
-        st_to_f32(w->t, *w->dst);
-        return check_finite(*w->dst, n, path, w->name, e);
+    if (!w->lin) {
+        *w->dst = dst;
+        st_to_f32(w->t, dst);
+        return check_finite(dst, n, path, w->name, e);
     }
     float *tmp = xmalloc(n * sizeof(float));
     st_to_f32(w->t, tmp);
-    int rc = check_finite(tmp, n, path, w->name, e);
-    if (!rc) matmul_pack(*w->dst, tmp, (int)w->t->shape[1], (int)w->t->shape[0]);
+    int rc = check_finite(tmp, n, path, w->name, e), half = held_half(w);
+    if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
+    if (!rc) matmul_pack(dst, tmp, half, (int)w->t->shape[1], (int)w->t->shape[0]);
+    *w->lin = (Packed){dst, half};
     free(tmp);
     return rc;
 }
@@ -194,7 +214,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     size_t off = 0;   /* where each tensor goes: at the next cache line */
     for (int i = 0; i < n && !rc; i++) {
         w[i].at = (off + ALIGN - 1) / ALIGN * ALIGN;
-        off = w[i].at + held_floats(m, &w[i]);
+        off = w[i].at + held_floats(&w[i]);
     }
     void *arena = NULL;
     if (!rc && posix_memalign(&arena, ALIGN * sizeof(float), off * sizeof(float)))
@@ -202,10 +222,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     m->arena = arena;
     m->arena_floats = rc ? 0 : off;
     if (!rc) memset(m->arena, 0, off * sizeof(float));   /* the gaps between tensors */
-    for (int i = 0; i < n && !rc; i++) {
-        *w[i].dst = m->arena + w[i].at;
-        rc = widen(m, &w[i], path, e);
-    }
+    for (int i = 0; i < n && !rc; i++) rc = widen(&w[i], m->arena + w[i].at, path, e);
     m->n_params = rc ? 0 : n_params;
     free(w);
     return rc;

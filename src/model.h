@@ -3,6 +3,7 @@
 #ifndef LINGEN_MODEL_H
 #define LINGEN_MODEL_H
 #include <stddef.h>
+#include "matmul.h"
 #include "util.h"
 
 #define BOS_TOKEN 256
@@ -26,15 +27,19 @@ typedef struct {
 } Config;
 
 /* Linear weights (the file has PyTorch's [out, in]) are held packed for matmul() (matmul.h):
- * panels of NR = MATMUL_NR output columns, [n_out/NR][in][NR]. Every tensor starts on a cache
- * line. */
+ * panels of NR = MATMUL_NR output columns, [n_out/NR][in][NR], as halves if the file stores
+ * them as F16, else as floats. Every tensor starts on a cache line. */
 typedef struct {
-    float *qkv_w, *qkv_b;      /* [3d, d] packed, [3d]: outputs all q, then all k, then all v */
-    float *out_w, *out_b;      /* [d, d] packed, [d] */
+    Packed qkv_w;              /* [3d, d]: outputs all q, then all k, then all v */
+    float *qkv_b;              /* [3d] */
+    Packed out_w;              /* [d, d] */
+    float *out_b;              /* [d] */
     float *norm1_w, *norm1_b;  /* [d] */
     float *norm2_w, *norm2_b;  /* [d] */
-    float *ff1_w, *ff1_b;      /* [d_ff, d] packed, [d_ff] */
-    float *ff2_w, *ff2_b;      /* [d, d_ff] packed, [d] */
+    Packed ff1_w;              /* [d_ff, d] */
+    float *ff1_b;              /* [d_ff] */
+    Packed ff2_w;              /* [d, d_ff] */
+    float *ff2_b;              /* [d] */
 } LayerWeights;
 
 typedef struct {
@@ -42,9 +47,10 @@ typedef struct {
     float *emb;                /* [257, d/2] */
     LayerWeights *layers;      /* [n_layers] */
     float *norm_w, *norm_b;    /* [d] */
-    float *head_w, *head_b;    /* [3M, d] packed, [3M] */
+    Packed head_w;             /* [3M, d] */
+    float *head_b;             /* [3M] */
     float *arena;              /* all weights, one allocation */
-    size_t arena_floats;       /* its size: n_params, the packed panels' padding and the alignment */
+    size_t arena_floats;       /* its size in floats: the tensors, the panels' padding, the alignment */
     size_t n_params;
     int n_meta;                /* metadata, all strings */
     char **meta_keys, **meta_vals;

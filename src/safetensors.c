@@ -9,6 +9,7 @@
  * are the reference library's: a header of at most 100 MB, valid UTF-8 with no NUL, and tensor
  * byte ranges that tile the data section exactly (no overlap, no gap, nothing after the last). */
 #include "safetensors.h"
+#include "half.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -321,18 +322,7 @@ size_t st_numel(const StTensor *t) {
     return n;
 }
 
-float st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13;            /* inf, nan (payload kept) */
-    else if (exp) bits = sign | (exp + 127 - 15) << 23 | man << 13;     /* normal: rebias exponent */
-    else {                                                              /* zero, subnormal: man * 2^-24 */
-        float f = (float)man * 0x1p-24f;                                /* exact in float32 */
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
+float st_f16_to_f32(uint16_t h) { return half_to_float(h); }
 
 float st_bf16_to_f32(uint16_t b) {   /* bfloat16 is the top half of a float32 */
     uint32_t bits = (uint32_t)b << 16;
@@ -345,6 +335,10 @@ float st_bf16_to_f32(uint16_t b) {   /* bfloat16 is the top half of a float32 */
 static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void st_to_f16(const StTensor *t, uint16_t *dst) {
+    for (size_t i = 0, n = st_numel(t); i < n; i++) dst[i] = le16(t->data + 2 * i);
 }
 
 void st_to_f32(const StTensor *t, float *dst) {

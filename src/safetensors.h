@@ -36,6 +36,8 @@ const char *st_meta(const SafeTensors *st, const char *key);
 size_t st_numel(const StTensor *t);
 /* Copy a tensor's values to float32 (widening F16/BF16). */
 void st_to_f32(const StTensor *t, float *dst);
+/* An F16 tensor's values as they are, in host order. */
+void st_to_f16(const StTensor *t, uint16_t *dst);
 float st_f16_to_f32(uint16_t h);    /* IEEE half, subnormals, inf and nan included */
 float st_bf16_to_f32(uint16_t b);
 const char *st_dtype_name(StDtype dt);   /* "F32", ... */

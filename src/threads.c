@@ -161,22 +161,32 @@ int threads_set(int n) {
 int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); }
 
 /* Whether the other threads help. When they do not get a core (another program has it), an
- * item that one of them took before it was descheduled holds the loop up for a time slice, and
- * the caller alone would have been faster. So each kind of loop (its function, number of
- * items and size: the same few kinds repeat at every step) keeps two running means of its time: with the
- * other threads and alone. It runs the faster way, and now and then the other way to keep that
- * mean current; while the choice holds, ever less often (a wrong try can cost a time slice). */
+ * item that one of them took before it was descheduled holds its loop up for a time slice, and
+ * the caller alone would have been faster. Loop times are noisy (a rare slow loop costs as
+ * much as a thousand fast ones), so the choice is made for all loops at once and from long
+ * periods: run the better way for a while, then try the other way for a short trial, and
+ * compare, kind of loop by kind of loop (its function, number of items and size: the same few
+ * kinds repeat at every step), the trial's time with what the same loops took the better way.
+ * While the choice holds, the trials come ever less often (a losing trial costs its time). */
 #define KINDS 64
-#define TRY_MIN 8       /* the other way every TRY_MIN-th loop of a kind at first ... */
-#define TRY_MAX 1024    /* ... and, while it keeps losing, every TRY_MAX-th at most */
+#define TRIAL_SECONDS 0.05   /* a few steps of sampling */
+#define GAP_MIN 0.25         /* seconds the better way runs between trials, at first ... */
+#define GAP_MAX 8.0          /* ... and, while it keeps winning, at most */
+#define MIN_LOOPS 64         /* loops in a period, at least */
 typedef struct {
     ParallelFn fn;
     double size;
-    int n, calls, next_try, gap;
-    double mean[2];                      /* seconds per loop: [0] alone, [1] with the others; 0: not yet */
+    int n;
+    double secs[2];   /* this period's and the trial's loops of this kind: [0] alone, [1] with the others */
+    long loops[2];
 } Kind;
 static Kind kinds[KINDS];
 static int adapt = 1;
+static struct {
+    int best, now, in_trial;   /* the better way (1: with the others), the way loops run now */
+    long loops;                /* loops in this period or trial */
+    double end, gap;           /* when it ends; the current gap between trials */
+} plan = {1, 1, 0, 0, 0, GAP_MIN};
 
 void threads_adapt(int on) { adapt = on; }
 
@@ -185,30 +195,48 @@ static Kind *kind_of(ParallelFn fn, int n, double size) {
     for (int k = 0; k < KINDS; k++) {
         Kind *e = &kinds[(h + k) % KINDS];
         if (e->fn == fn && e->n == n && e->size == size) return e;
-        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n, .gap = TRY_MIN}; return e; }
+        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n}; return e; }
     }
-    return NULL;   /* table full: always with the others */
+    return NULL;   /* table full: not counted */
 }
 
-static int choose(Kind *e) {
-    if (!e || !adapt) return 1;
-    if (!e->mean[1]) return 1;
-    if (!e->mean[0]) return 0;
-    int best = e->mean[1] <= e->mean[0];
-    if (++e->calls < e->next_try) return best;
-    e->next_try = e->calls + e->gap;
-    return !best;
+/* At the end of a trial: did its loops take less time than the same loops the better way? */
+static int trial_won(void) {
+    double trial = 0, usual = 0;
+    int b = plan.best;
+    for (int k = 0; k < KINDS; k++) {
+        Kind *e = &kinds[k];
+        if (e->fn && e->loops[b] && e->loops[!b]) {
+            trial += e->secs[!b];
+            usual += e->loops[!b] * e->secs[b] / e->loops[b];
+        }
+        e->secs[0] = e->secs[1] = 0;
+        e->loops[0] = e->loops[1] = 0;
+    }
+    return usual > 0 && trial < usual;
+}
+
+/* The way the next loop runs: 1 with the others, 0 alone. */
+static int choose(double now) {
+    if (!adapt) return 1;
+    if (!plan.end) plan.end = now + plan.gap;
+    if (now < plan.end || plan.loops < MIN_LOOPS) return plan.now;
+    if (!plan.in_trial) {   /* the period is over: try the other way */
+        plan.in_trial = 1, plan.now = !plan.best, plan.end = now + TRIAL_SECONDS;
+    } else {
+        if (trial_won()) plan.best = !plan.best, plan.gap = GAP_MIN;
+        else plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
+        plan.in_trial = 0, plan.now = plan.best, plan.end = now + plan.gap;
+    }
+    plan.loops = 0;
+    return plan.now;
 }
 
 static void record(Kind *e, int with_others, double secs) {
-    if (!e) return;
-    double *m = &e->mean[with_others];
-    int best_before = e->mean[1] <= e->mean[0];
-    *m = *m ? *m + (secs - *m) / 8 : secs;
-    if (!e->mean[0] || !e->mean[1]) return;
-    int best_after = e->mean[1] <= e->mean[0];
-    if (with_others != best_before)   /* a try of the other way: back off while it loses */
-        e->gap = best_after == best_before ? (e->gap < TRY_MAX ? 2 * e->gap : TRY_MAX) : TRY_MIN;
+    plan.loops++;
+    if (!e || !adapt) return;
+    e->secs[with_others] += secs;
+    e->loops[with_others]++;
 }
 
 /* A loop of more than ITEM_MASK items runs as several loops: items first + 0 .. */
@@ -232,8 +260,8 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
         return;
     }
     Kind *e = kind_of(fn, n_items, size);
-    int with_others = choose(e);
     double t0 = seconds();
+    int with_others = choose(t0);
     if (!with_others) {
         for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
         record(e, 0, seconds() - t0);

@@ -1,24 +1,36 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
- * that hit every row-tile remainder, a narrow last panel and more than one row block;
- * matmul_prefetch gives the same bits. */
+ * that hit every row-tile remainder, a narrow last panel and more than one row block; weights
+ * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
+ * the same bits. */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include "half.h"
 #include "matmul.h"
 #include "threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
+/* a random half of magnitude in [2^-14, 1): sign, exponent 1..14, any mantissa */
+static uint16_t random_half(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    unsigned r = *s >> 8;
+    return (uint16_t)((r & 1) << 15 | (1 + (r >> 1) % 14) << 10 | ((r >> 5) & 0x3ff));
+}
 
 static void check(int rows, int n_in, int n_out) {
     unsigned seed = (unsigned)(rows * 7919 + n_in * 31 + n_out);
     float *W = malloc(sizeof(float) * n_in * n_out), *x = malloc(sizeof(float) * rows * n_in);
     float *b = malloc(sizeof(float) * n_out), *out = malloc(sizeof(float) * rows * n_out);
-    float *Wp = malloc(sizeof(float) * matmul_packed_floats(n_in, n_out));
-    for (int i = 0; i < n_in * n_out; i++) W[i] = uniform(&seed);
+    float *Wf = malloc(sizeof(float) * matmul_packed_values(n_in, n_out));
+    uint16_t *H = malloc(sizeof(uint16_t) * n_in * n_out), *Wh = malloc(sizeof(uint16_t) * matmul_packed_values(n_in, n_out));
+    for (int i = 0; i < n_in * n_out; i++) W[i] = half_to_float(H[i] = random_half(&seed));
     for (int i = 0; i < rows * n_in; i++) x[i] = uniform(&seed);
     for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
-    matmul_pack(Wp, W, n_in, n_out);
+    matmul_pack(Wf, W, 0, n_in, n_out);
+    matmul_pack(Wh, H, 1, n_in, n_out);
+    Packed Wp = {Wf, 0};
     for (int i = 0; i < rows * n_out; i++) out[i] = NAN;   /* every element must be written */
     matmul(out, x, Wp, b, rows, n_in, n_out);
     for (int r = 0; r < rows; r++)
@@ -33,16 +45,20 @@ static void check(int rows, int n_in, int n_out) {
                 fail_msg("rows %d, n_in %d, n_out %d: out[%d][%d] = %.9g, expected %.9g", rows, n_in, n_out, r, o,
                          got, want);
         }
+    /* the same values held as halves: the same products, bit for bit */
+    float *again = malloc(sizeof(float) * rows * n_out);
+    for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+    matmul(again, x, (Packed){Wh, 1}, b, rows, n_in, n_out);
+    assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     /* prefetching is a hint: the same products, bit for bit, whatever the region's size */
     size_t sizes[] = {1, 4096, (size_t)1 << 22};
-    float *again = malloc(sizeof(float) * rows * n_out);
     char *region = calloc(1, sizes[2]);
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         matmul_prefetch(again, x, Wp, b, rows, n_in, n_out, region, sizes[k]);
         assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     }
     free(again); free(region);
-    free(W); free(x); free(b); free(out); free(Wp);
+    free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
 }
 
 static void test_against_reference(void **state) {
@@ -58,20 +74,29 @@ static void test_against_reference(void **state) {
     }
 }
 
-/* The packed layout: W[o][i] lands at matmul_packed_index, the padding of the last panel is zero. */
+/* The packed layout: W[o][i] lands at matmul_packed_index, for floats and for halves, and reads
+ * back through matmul_packed_get; the padding of the last panel is zero. */
 static void test_pack_layout(void **state) {
     (void)state;
     enum { NR = MATMUL_NR, n_in = 5, n_out = NR + 4, packed = 2 * NR * n_in };
     float W[n_out * n_in], Wp[packed];
-    for (int i = 0; i < n_out * n_in; i++) W[i] = (float)(i + 1);
-    assert_int_equal(matmul_packed_floats(n_in, n_out), packed);
-    matmul_pack(Wp, W, n_in, n_out);
+    uint16_t H[n_out * n_in], Hp[packed];
+    for (int i = 0; i < n_out * n_in; i++) W[i] = half_to_float(H[i] = (uint16_t)(0x3c00 + i));   /* 1 + i/1024 */
+    assert_int_equal(matmul_packed_values(n_in, n_out), packed);
+    matmul_pack(Wp, W, 0, n_in, n_out);
+    matmul_pack(Hp, H, 1, n_in, n_out);
     for (int o = 0; o < n_out; o++)
-        for (int i = 0; i < n_in; i++) assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
+        for (int i = 0; i < n_in; i++) {
+            assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
+            assert_true(Hp[matmul_packed_index(n_in, o, i)] == H[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Wp, 0}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Hp, 1}, n_in, o, i) == W[o * n_in + i]);
+        }
     assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
-    int zeros = 0;
-    for (int i = 0; i < packed; i++) zeros += Wp[i] == 0;
+    int zeros = 0, half_zeros = 0;
+    for (int i = 0; i < packed; i++) zeros += Wp[i] == 0, half_zeros += Hp[i] == 0;
     assert_int_equal(zeros, (NR - 4) * n_in);   /* the last panel's padding columns */
+    assert_int_equal(half_zeros, (NR - 4) * n_in);
 }
 
 int main(void) {

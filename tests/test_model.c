@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
+#include "half.h"
 #include "matmul.h"
 #include "model.h"
 #include "safetensors.h"
@@ -20,6 +21,13 @@ static size_t held_at(size_t idx, size_t rows, size_t cols) {
     const size_t NR = MATMUL_NR;
     size_t o = cols ? idx / cols : 0, i = cols ? idx % cols : 0;
     return cols ? ((o / NR) * cols + i) * NR + o % NR : idx;
+}
+
+/* Element idx of a file tensor as held: plain, or in the packed Linear weight lin (cols > 0). */
+static float held(const float *plain, Packed lin, size_t idx, size_t rows, size_t cols) {
+    if (!cols) return plain[idx];
+    size_t k = held_at(idx, rows, cols);
+    return lin.half ? half_to_float(((const uint16_t *)lin.p)[k]) : ((const float *)lin.p)[k];
 }
 
 static char tmpdir[64];   /* made by the group setup, removed by its teardown */
@@ -478,24 +486,25 @@ static void test_fixture_values(void **state) {
 
     /* first, last and a middle element of several tensors, bit for bit; Linear weights
      * (cols > 0) are held transposed in memory */
-    struct { const char *name; const float *w; size_t rows, cols; } ts[] = {
-        {"emb.weight", m.emb, 257 * 16, 0},
-        {"layers.0.attn.qkv.weight", m.layers[0].qkv_w, 96, 32},
-        {"layers.0.attn.qkv.bias", m.layers[0].qkv_b, 96, 0},
-        {"layers.1.attn.out.weight", m.layers[1].out_w, 32, 32},
-        {"layers.1.norm2.weight", m.layers[1].norm2_w, 32, 0},
-        {"layers.1.ff2.weight", m.layers[1].ff2_w, 32, 64},
-        {"layers.1.ff2.bias", m.layers[1].ff2_b, 32, 0},
-        {"norm.bias", m.norm_b, 32, 0},
-        {"head.weight", m.head_w, 9, 32},
-        {"head.bias", m.head_b, 9, 0},
+    struct { const char *name; const float *w; Packed lin; size_t rows, cols; } ts[] = {
+        {"emb.weight", m.emb, {0}, 257 * 16, 0},
+        {"layers.0.attn.qkv.weight", NULL, m.layers[0].qkv_w, 96, 32},
+        {"layers.0.attn.qkv.bias", m.layers[0].qkv_b, {0}, 96, 0},
+        {"layers.1.attn.out.weight", NULL, m.layers[1].out_w, 32, 32},
+        {"layers.1.norm2.weight", m.layers[1].norm2_w, {0}, 32, 0},
+        {"layers.1.ff2.weight", NULL, m.layers[1].ff2_w, 32, 64},
+        {"layers.1.ff2.bias", m.layers[1].ff2_b, {0}, 32, 0},
+        {"norm.bias", m.norm_b, {0}, 32, 0},
+        {"head.weight", NULL, m.head_w, 9, 32},
+        {"head.bias", m.head_b, {0}, 9, 0},
     };
     for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
         size_t n = ts[k].rows * (ts[k].cols ? ts[k].cols : 1);
         size_t idx[3] = {0, n / 2 + 1, n - 1};
         for (int j = 0; j < 3; j++) {
             float want = raw_f32(path, ts[k].name, idx[j]);
-            assert_memory_equal(&ts[k].w[held_at(idx[j], ts[k].rows, ts[k].cols)], &want, sizeof want);
+            float got = held(ts[k].w, ts[k].lin, idx[j], ts[k].rows, ts[k].cols);
+            assert_memory_equal(&got, &want, sizeof want);
         }
     }
     /* the arena is one block in the order of the file format's list */
@@ -648,20 +657,24 @@ static void check_tiny(const char *dt) {
     assert_int_equal(m.cfg.gelu, 1);
     assert_string_equal(model_meta(&m, "note"), "built by test_model.c");
     assert_int_equal(m.n_params, expected_params(&m.cfg));
-    /* every element of every tensor, by the index k of its name in tiny_tensors */
-    const float *w[T_N];
-    int k = 0;
+    /* every element of every tensor, by the index k of its name in tiny_tensors; the Linear
+     * weights are held as halves exactly when the file has F16 */
+    const float *w[T_N] = {0};
+    Packed lin[T_N] = {{0}};
+    int k = 0, half = !strcmp(dt, "F16");
     w[k++] = m.emb;
     for (int l = 0; l < T_L; l++) {
         LayerWeights *L = &m.layers[l];
-        const float *lw[12] = {L->qkv_w, L->qkv_b, L->out_w, L->out_b, L->norm1_w, L->norm1_b,
-                               L->norm2_w, L->norm2_b, L->ff1_w, L->ff1_b, L->ff2_w, L->ff2_b};
-        for (int i = 0; i < 12; i++) w[k++] = lw[i];
+        lin[k++] = L->qkv_w, w[k++] = L->qkv_b, lin[k++] = L->out_w, w[k++] = L->out_b;
+        w[k++] = L->norm1_w, w[k++] = L->norm1_b, w[k++] = L->norm2_w, w[k++] = L->norm2_b;
+        lin[k++] = L->ff1_w, w[k++] = L->ff1_b, lin[k++] = L->ff2_w, w[k++] = L->ff2_b;
     }
     w[k++] = m.norm_w;
     w[k++] = m.norm_b;
-    w[k++] = m.head_w;
+    lin[k++] = m.head_w;
     w[k++] = m.head_b;
+    for (k = 0; k < T_N; k++)
+        if (lin[k].p) assert_int_equal(lin[k].half, half);
     char names[T_N][40];
     int64_t shapes[T_N][2];
     tiny_tensors(names, shapes);
@@ -669,7 +682,7 @@ static void check_tiny(const char *dt) {
         size_t numel = (size_t)(shapes[k][0] * (shapes[k][1] ? shapes[k][1] : 1));
         size_t cols = k == 0 ? 0 : (size_t)shapes[k][1];   /* every 2-D tensor but emb is a Linear weight */
         for (size_t j = 0; j < numel; j++) {
-            float got = w[k][held_at(j, (size_t)shapes[k][0], cols)];
+            float got = held(w[k], lin[k], j, (size_t)shapes[k][0], cols);
             if (got != tiny_value(dt, k, j))
                 fail_msg("%s %s[%zu] = %.9g, expected %.9g", dt, names[k], j, got, tiny_value(dt, k, j));
         }

@@ -1,11 +1,16 @@
 /* parallel_for: every item runs exactly once, on a thread index in range, never two at once on
  * one index, over many short loops in a row (a thread that wakes late must not take an item
- * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items. */
+ * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items; also in a
+ * fork()ed child. The adaptive choice: loops run alone when the other threads only slow them
+ * down (as when another program has their cores), and with them when they help. */
 #include "testutil.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include "threads.h"
 
 #define MAXN 5000
@@ -55,6 +60,86 @@ static void test_each_item_once(void **state) {
     free(c);
 }
 
+/* Loops of n items for `secs` seconds: how many loops ran, and the share of the items that the
+ * other threads took. */
+typedef struct { _Atomic long mine, others; int slow_others; double share; } Share;
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void share_item(void *ctx, int item, int thread) {
+    (void)item;
+    Share *s = ctx;
+    if (thread && s->slow_others) {   /* a worker that loses its core for 2 ms with an item in hand */
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    } else {
+        double t = now();
+        while (now() - t < (s->slow_others ? 5e-6 : 100e-6)) {}
+    }
+    atomic_fetch_add(thread ? &s->others : &s->mine, 1);
+}
+static long loops_for(Share *s, int n, double secs) {
+    long loops = 0;
+    atomic_store(&s->mine, 0);
+    atomic_store(&s->others, 0);
+    for (double t0 = now(); now() - t0 < secs; loops++) parallel_for(n, share_item, s, n);
+    s->share = (double)atomic_load(&s->others) / (atomic_load(&s->mine) + atomic_load(&s->others));
+    return loops;
+}
+
+static void test_alone_when_others_slow(void **state) {
+    (void)state;
+    threads_set(2);
+    Share s = {.slow_others = 1};
+    threads_adapt(0);   /* every loop waits for the slow thread's item, if it took one */
+    long together = loops_for(&s, 8, 0.6);
+    threads_adapt(1);
+    loops_for(&s, 8, 1.0);   /* the first trial runs the loops alone, and wins */
+    long adaptive = loops_for(&s, 8, 0.6);
+    if (adaptive < 2 * together) fail_msg("%ld loops adaptive, %ld with the slow thread", adaptive, together);
+}
+
+static void test_together_when_others_help(void **state) {
+    (void)state;
+    if (threads_usable_cores() < 2) skip();
+    threads_adapt(1);
+    threads_set(2);
+    Share s = {.slow_others = 0};
+    loops_for(&s, 16, 1.0);
+    loops_for(&s, 16, 1.0);
+    if (s.share < 0.25) fail_msg("the second thread took only %.1f%% of the items", 100 * s.share);
+}
+
+/* A fork()ed child (compare measures in children) has its own workers. */
+static void test_fork(void **state) {
+    (void)state;
+    threads_adapt(0);
+    threads_set(2);
+    Count *c = calloc(1, sizeof *c);
+    c->n = 64;
+    parallel_for(c->n, count_item, c, c->n);   /* the parent's workers are running */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int ok = 1, by_others = 0;
+        for (int rep = 0; rep < 200 && ok; rep++) {
+            memset(c, 0, sizeof *c);
+            c->n = 64;
+            parallel_for(c->n, count_item, c, c->n);
+            for (int i = 0; i < c->n; i++) ok &= atomic_load(&c->runs[i]) == 1;
+            by_others += atomic_load(&c->by_others);
+        }
+        _exit(ok && by_others > 0 ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    threads_adapt(1);
+    free(c);
+}
+
 static void test_usable_cores(void **state) {
     (void)state;
     int n = threads_usable_cores();
@@ -65,6 +150,9 @@ static void test_usable_cores(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_item_once),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_alone_when_others_slow),
+        cmocka_unit_test(test_together_when_others_help),
         cmocka_unit_test(test_usable_cores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

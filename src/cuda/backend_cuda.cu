@@ -337,9 +337,9 @@ struct CudaForward {
 static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
 
 /* The model's packed panels back to PyTorch's row-major [n_out, n_in]. */
-static void unpack(float *dst, const float *packed, int n_in, int n_out) {
+static void unpack(float *dst, Packed packed, int n_in, int n_out) {
     for (int o = 0; o < n_out; o++)
-        for (int i = 0; i < n_in; i++) dst[(size_t)o * n_in + i] = packed[matmul_packed_index(n_in, o, i)];
+        for (int i = 0; i < n_in; i++) dst[(size_t)o * n_in + i] = matmul_packed_get(packed, n_in, o, i);
 }
 
 static int upload_weights(CudaForward *f, const Model *m) {
@@ -355,7 +355,7 @@ static int upload_weights(CudaForward *f, const Model *m) {
     size_t at = 0;
     /* copy n floats (or unpack a Linear) into the staging buffer; returns the device address */
     auto put = [&](const float *src, size_t n) { memcpy(host + at, src, n * sizeof(float)); float *p = f->weights + at; at += n; return p; };
-    auto put_lin = [&](const float *packed, int n_in, int n_out) {
+    auto put_lin = [&](Packed packed, int n_in, int n_out) {
         unpack(host + at, packed, n_in, n_out); float *p = f->weights + at; at += lin_floats(n_in, n_out); return p; };
     f->emb = put(m->emb, (size_t)N_TOKENS * h);
     /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init) */

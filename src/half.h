@@ -1,0 +1,21 @@
+/* IEEE 754 half precision (binary16) to float: exact for every half, subnormals, infinities and
+ * NaNs included. The model files store their weights in it (safetensors F16), and matmul's
+ * portable kernel reads weights held in it (matmul.h). */
+#ifndef LINGEN_HALF_H
+#define LINGEN_HALF_H
+#include <stdint.h>
+#include <string.h>
+
+static inline float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | man << 13;            /* inf, nan (payload kept) */
+    else if (exp) bits = sign | (exp + 127 - 15) << 23 | man << 13;     /* normal: rebias exponent */
+    else {                                                              /* zero, subnormal: man * 2^-24 */
+        float f = (float)man * 0x1p-24f;                                /* exact in float32 */
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+#endif
