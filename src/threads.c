@@ -1,10 +1,15 @@
 /* lingen's worker threads (threads.h).
  *
- * One word says what there is to take: a loop's generation, its number of items and the next
- * item not yet taken. A thread takes item i by a compare-and-swap of that word from (gen, n, i)
- * to (gen, n, i+1); the swap fails if the word moved on, so a thread that read a finished
- * loop's word takes nothing from it, and a loop's function and context, written before its word,
- * are the ones its items run with. The loop is over when its count of finished items reaches n.
+ * A loop's items are dealt out in contiguous ranges, one per thread, so that a thread works on
+ * the same items at every step (the same weight panels, still in its own cache) and takes them
+ * without touching another core's cache line; a thread whose range is done takes items from
+ * the back of the others' ranges, so a thread that is not running holds up at most the item it
+ * has in hand. One word per range says what is left in it: the loop's generation, the range's
+ * end and its next item. A thread takes an item by a compare-and-swap of that word, (gen, end,
+ * i) to (gen, end, i+1) from the front or to (gen, end-1, i) from the back; the swap fails if the
+ * word moved on, so a thread that read a finished loop's word takes nothing from it, and a
+ * loop's function and context, written before its words, are the ones its items run with. The
+ * loop is over when its count of finished items reaches n.
  * Waiting (for a loop to start, for the last items to finish) spins for SPIN_SECONDS, then
  * sleeps on a futex: while threads sleep, another program or another of lingen's threads has
  * the core. */
@@ -30,10 +35,13 @@
 
 static int n_threads;                    /* 0: not started */
 static pthread_t workers[MAX_THREADS];
-static _Atomic uint64_t work;            /* generation << 40 | n_items << 20 | next item */
+static struct {                          /* thread t's range of the current loop: */
+    _Alignas(64) _Atomic uint64_t w;     /* generation << 40 | end << 20 | next item, a cache line each */
+} slot[MAX_THREADS];
 static _Atomic(ParallelFn) job_fn;
 static _Atomic(void *) job_ctx;
 static _Atomic uint32_t done;            /* items of the current loop finished */
+static _Atomic uint32_t loop_items;      /* its number of items */
 static _Atomic uint32_t posted;          /* loops posted, the workers' futex */
 static _Atomic int sleepers, caller_asleep, stopping;
 
@@ -68,17 +76,32 @@ static int spin_while(_Atomic uint32_t *p, uint32_t val) {
     }
 }
 
-/* Take and run items of whatever loop is current until none is left; returns how many. */
-static int take_items(int thread) {
-    for (int taken = 0;; taken++) {
-        uint64_t w = atomic_load(&work);
-        uint32_t n = (uint32_t)(w >> ITEM_BITS) & ITEM_MASK, i = (uint32_t)w & ITEM_MASK;
-        if (i >= n) return taken;
-        ParallelFn fn = atomic_load_explicit(&job_fn, memory_order_relaxed);
-        void *ctx = atomic_load_explicit(&job_ctx, memory_order_relaxed);
-        if (!atomic_compare_exchange_weak(&work, &w, w + 1)) { taken--; continue; }
-        fn(ctx, (int)i, thread);
-        if (atomic_fetch_add(&done, 1) + 1 == n && atomic_load(&caller_asleep)) futex_wake(&done, 1);
+/* Take one item of range r, from the front (its own thread) or from the back; -1 if none is left.
+ * The loop's function and context are read before the swap that takes the item (see above). */
+static int take_one(int r, int front, ParallelFn *fn, void **ctx) {
+    uint64_t w = atomic_load(&slot[r].w);
+    for (;;) {
+        uint32_t end = (uint32_t)(w >> ITEM_BITS) & ITEM_MASK, i = (uint32_t)w & ITEM_MASK;
+        if (i >= end) return -1;
+        *fn = atomic_load_explicit(&job_fn, memory_order_relaxed);
+        *ctx = atomic_load_explicit(&job_ctx, memory_order_relaxed);
+        uint64_t taken = front ? w + 1 : w - ((uint64_t)1 << ITEM_BITS);
+        if (atomic_compare_exchange_weak(&slot[r].w, &w, taken)) return (int)(front ? i : end - 1);
+    }
+}
+
+/* Run items of whatever loop is current until none is left: this thread's range, then the
+ * others', from their back. */
+static void take_items(int thread) {
+    for (int k = 0; k < n_threads; k++) {
+        int r = (thread + k) % n_threads, item;
+        ParallelFn fn;
+        void *ctx;
+        while ((item = take_one(r, k == 0, &fn, &ctx)) >= 0) {
+            fn(ctx, item, thread);
+            uint32_t n = atomic_load_explicit(&loop_items, memory_order_relaxed);
+            if (atomic_fetch_add(&done, 1) + 1 == n && atomic_load(&caller_asleep)) futex_wake(&done, 1);
+        }
     }
 }
 
@@ -131,7 +154,7 @@ int threads_usable_cores(void) {
 static int n_wanted;                     /* what threads_set was last asked for (0: every core) */
 static void forked_child(void) {
     n_threads = 0;
-    atomic_store(&work, 0);
+    for (int t = 0; t < MAX_THREADS; t++) atomic_store(&slot[t].w, 0);
     atomic_store(&done, 0);
     atomic_store(&sleepers, 0);
     atomic_store(&caller_asleep, 0);
@@ -272,7 +295,11 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     atomic_store_explicit(&job_fn, fn, memory_order_relaxed);
     atomic_store_explicit(&job_ctx, ctx, memory_order_relaxed);
     atomic_store(&done, 0);
-    atomic_store(&work, generation << (2 * ITEM_BITS) | (uint64_t)n_items << ITEM_BITS);
+    atomic_store(&loop_items, (uint32_t)n_items);
+    for (int t = 0; t < n_threads; t++) {   /* thread t's share: items n t / T .. n (t+1) / T */
+        uint64_t first = (uint64_t)n_items * t / n_threads, end = (uint64_t)n_items * (t + 1) / n_threads;
+        atomic_store(&slot[t].w, generation << (2 * ITEM_BITS) | end << ITEM_BITS | first);
+    }
     atomic_fetch_add(&posted, 1);
     if (atomic_load(&sleepers)) futex_wake(&posted, n_items - 1);
     take_items(0);
