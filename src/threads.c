@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,6 +162,8 @@ static void forked_child(void) {
     atomic_store(&stopping, 0);
 }
 
+static void plan_reset(void);
+
 int threads_set(int n) {
     static int atfork;
     if (!atfork) atfork = !pthread_atfork(NULL, NULL, forked_child);
@@ -168,6 +171,7 @@ int threads_set(int n) {
     if (n <= 0) n = threads_usable_cores();
     if (n > MAX_THREADS) n = MAX_THREADS;
     if (n == n_threads) return n;
+    plan_reset();   /* what was measured with other threads says nothing about these */
     stop_workers();
     n_threads = 1;
     posted_at_start = atomic_load(&posted);
@@ -213,6 +217,11 @@ static struct {
 
 void threads_adapt(int on) { adapt = on; }
 
+static void plan_reset(void) {
+    memset(kinds, 0, sizeof kinds);
+    plan.best = plan.now = 1, plan.in_trial = 0, plan.loops = 0, plan.end = 0, plan.gap = GAP_MIN;
+}
+
 static Kind *kind_of(ParallelFn fn, int n, double size) {
     unsigned h = (unsigned)(((uintptr_t)fn >> 4) * 31 + (unsigned)n + (unsigned)size * 7u) % KINDS;
     for (int k = 0; k < KINDS; k++) {
@@ -223,7 +232,8 @@ static Kind *kind_of(ParallelFn fn, int n, double size) {
     return NULL;   /* table full: not counted */
 }
 
-/* At the end of a trial: did its loops take less time than the same loops the better way? */
+/* At the end of a trial: did its loops take less time than the same loops the better way?
+ * 1 yes, 0 no, -1 no kind of loop ran both ways (the work changed): no verdict. */
 static int trial_won(void) {
     double trial = 0, usual = 0;
     int b = plan.best;
@@ -236,7 +246,7 @@ static int trial_won(void) {
         e->secs[0] = e->secs[1] = 0;
         e->loops[0] = e->loops[1] = 0;
     }
-    return usual > 0 && trial < usual;
+    return usual > 0 ? trial < usual : -1;
 }
 
 /* The way the next loop runs: 1 with the others, 0 alone. */
@@ -247,8 +257,9 @@ static int choose(double now) {
     if (!plan.in_trial) {   /* the period is over: try the other way */
         plan.in_trial = 1, plan.now = !plan.best, plan.end = now + TRIAL_SECONDS;
     } else {
-        if (trial_won()) plan.best = !plan.best, plan.gap = GAP_MIN;
-        else plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
+        int won = trial_won();
+        if (won == 1) plan.best = !plan.best, plan.gap = GAP_MIN;
+        else if (won == 0) plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
         plan.in_trial = 0, plan.now = plan.best, plan.end = now + plan.gap;
     }
     plan.loops = 0;
