@@ -95,11 +95,41 @@ static void test_positions(void **state) {
         fail_msg("progress line: '%s'", buf);
 }
 
+/* One rank's half of an MPI job: the line counts the whole job from this rank's part; a rank
+ * told not to show draws nothing, terminal or not. */
+static void test_share(void **state) {
+    (void)state;
+    int slave, master = open_pty(&slave);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0 && dup2(slave, 2) >= 0);
+    Progress p, quiet;
+    progress_start_positions(&p, "sampling", 4, 784);
+    progress_share(&p, 0.5, 1);
+    p.t0 -= 10;
+    progress_update(&p, 784);   /* half of this rank's 1568 positions */
+    progress_end(&p);
+    progress_start(&quiet, "hidden", 10);
+    progress_share(&quiet, 0.5, 0);
+    progress_update(&quiet, 5);
+    progress_end(&quiet);
+    fflush(stderr);
+    assert_true(dup2(saved, 2) >= 0);
+    close(saved);
+    close(slave);
+    char buf[1024];
+    read_pty(master, buf, sizeof buf);
+    if (!strstr(buf, "sampling 1568/3136 positions [===============>              ] 0.20 images/s ETA 10s"))
+        fail_msg("progress line: '%s'", buf);
+    if (strstr(buf, "hidden")) fail_msg("a rank not shown drew: '%s'", buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_silent_when_not_a_tty),
         cmocka_unit_test(test_line_on_a_terminal),
         cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
