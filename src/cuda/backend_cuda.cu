@@ -650,7 +650,7 @@ extern "C" int cuda_generate(const Model *m, unsigned char *imgs, int n, const G
     bool ok = true;
     for (int start = 0; start < n && ok; start += B) {
         int nb = n - start < B ? n - start : B;
-        ok = sampler_start(&s, o->seed, (uint64_t)start, tok, rng);
+        ok = sampler_start(&s, o->seed, (uint64_t)(o->first + start), tok, rng);
         if (ok && P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
             memset(stage, 0, (size_t)B * N);
             for (int b = 0; b < B; b++) {
