@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "reslimits.h"
+#include "shard.h"
 #include "threads.h"
 #include "transformer.h"
 
@@ -49,9 +50,20 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
+/* The default threads of a rank of an MPI job (shard.h) that shares its node with others: a rank
+ * the launcher bound to cores of its own uses them all (0); one free to run on every core gets
+ * its part of them, so the ranks together do not run more threads than there are cores. */
+static long shared_node_threads(void) {
+    int ranks = shard_local_size();
+    if (ranks == 1 || reslimits_usable_cores() < sysconf(_SC_NPROCESSORS_ONLN)) return 0;
+    long t = threads_usable_cores() / ranks;
+    return t > 0 ? t : 1;
+}
+
 /* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
  * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
+    if (!threads) threads = shared_node_threads();
     long asked = threads;
     char note[200];
     const char *force = getenv("LINGEN_FORCE_THREADS");
