@@ -70,6 +70,15 @@ extern "C" int cuda_probe(Err *e) {
     return 0;
 }
 
+extern "C" int cuda_use_device(int index, Err *e) {
+    int n = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    if (r == cudaSuccess && n < 1) return err_set(e, "no CUDA device");
+    if (r == cudaSuccess) r = cudaSetDevice(index % n);
+    if (r != cudaSuccess) return err_set(e, "cannot use CUDA device %d: %s", n > 0 ? index % n : index, cudaGetErrorString(r));
+    return 0;
+}
+
 /* ---------------------------------------------------------------- device code */
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */
