@@ -1,11 +1,13 @@
 /* The MPI job (shard.h). The only file that calls MPI: built with -DLINGEN_MPI (make MPI=1);
  * otherwise the process is the whole job and the collectives return at once. */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_EQUAL */
 #include "shard.h"
 
 #include <stdio.h>
 
 #ifdef LINGEN_MPI
 #include <mpi.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "util.h"
@@ -18,7 +20,21 @@ void shard_range(long n, int rank, int size, long *first, long *count) {
 }
 
 #ifdef LINGEN_MPI
-static int rank = 0, size = 1, local_rank = 0, local_size = 1;
+static int rank = 0, size = 1, local_rank = 0, cores_shared = 1;
+
+/* The ranks in node (this one included) that may run on exactly the cores this one may: all of
+ * them when the launcher bound none (mpirun --bind-to none), only itself when it bound each to
+ * cores of its own, those bound to the same socket when it bound by socket. */
+static int same_cores(MPI_Comm node, int n) {
+    cpu_set_t mine, *all = xcalloc(n, sizeof mine);
+    CPU_ZERO(&mine);
+    sched_getaffinity(0, sizeof mine, &mine);
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, node);
+    int same = 0;
+    for (int r = 0; r < n; r++) same += CPU_EQUAL(&mine, &all[r]) != 0;
+    free(all);
+    return same;
+}
 
 void shard_init(int *argc, char ***argv) {
     MPI_Init(argc, argv);   /* an MPI error ends the job with MPI's message */
@@ -26,8 +42,10 @@ void shard_init(int *argc, char ***argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int local_size;
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
+    cores_shared = same_cores(node, local_size);
     MPI_Comm_free(&node);
     if (rank > 0) freopen("/dev/null", "w", stdout);   /* rank 0 reports for the job */
 }
@@ -40,7 +58,7 @@ int shard_finish(int rc) {
 int shard_rank(void) { return rank; }
 int shard_size(void) { return size; }
 int shard_local_rank(void) { return local_rank; }
-int shard_local_size(void) { return local_size; }
+int shard_cores_shared(void) { return cores_shared; }
 
 int shard_agree(int rc) {
     if (size == 1) return rc;
@@ -93,7 +111,7 @@ int shard_finish(int rc) { return rc; }
 int shard_rank(void) { return 0; }
 int shard_size(void) { return 1; }
 int shard_local_rank(void) { return 0; }
-int shard_local_size(void) { return 1; }
+int shard_cores_shared(void) { return 1; }
 int shard_agree(int rc) { return rc; }
 int shard_max(int v) { return v; }
 void shard_barrier(void) {}

@@ -15,9 +15,11 @@ int  shard_finish(int rc);
 
 int shard_rank(void);
 int shard_size(void);
-/* The ranks on this node (the ones that share its memory, cores and GPUs), and this one's place. */
+/* This rank's place among the ranks on its node (those that share its memory and GPUs). */
 int shard_local_rank(void);
-int shard_local_size(void);
+/* The ranks on this node, this one included, that may run on the same cores as this one (its CPU
+ * affinity): they divide those cores between them. */
+int shard_cores_shared(void);
 
 /* Rank `rank` of `size` takes items [*first, *first + *count) of n: contiguous, in rank order,
  * shares differing by at most one. */

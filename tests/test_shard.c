@@ -45,7 +45,7 @@ static void test_one_process(void **state) {
     assert_int_equal(shard_rank(), 0);
     assert_int_equal(shard_size(), 1);
     assert_int_equal(shard_local_rank(), 0);
-    assert_int_equal(shard_local_size(), 1);
+    assert_int_equal(shard_cores_shared(), 1);
     assert_int_equal(shard_agree(0), 0);
     assert_int_equal(shard_agree(1), 1);
     assert_int_equal(shard_max(143), 143);
