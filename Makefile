@@ -7,7 +7,9 @@ LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp
 PYTHON  ?= /usr/bin/python3
 # CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
 CUDA    ?= 0
-BUILD   ?= $(if $(filter 1,$(CUDA)),build-cuda,build)
+# MPI=1: sample and eval split over the ranks of an MPI job (src/shard.c), built with mpicc.
+MPI     ?= 0
+BUILD   ?= $(if $(filter 1,$(CUDA)),build-cuda,build)$(if $(filter 1,$(MPI)),-mpi)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/lingen
@@ -21,6 +23,15 @@ SRC     := $(wildcard src/*.c)
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
+
+ifeq ($(MPI),1)
+MPICC     ?= mpicc
+ifeq ($(shell command -v $(MPICC)),)
+$(error MPI=1 needs $(MPICC): install Open MPI (Debian: libopenmpi-dev openmpi-bin))
+endif
+CC        := $(MPICC)
+CFLAGS    += -DLINGEN_MPI
+endif
 
 ifeq ($(CUDA),1)
 CUDA_HOME ?= /usr/local/cuda
@@ -36,13 +47,14 @@ endif
 .PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench ship fixtures clean mutate install uninstall FORCE
 all: lingen
 
-# ./lingen is the last build's, CPU or CUDA=1: a marker of its kind makes a switch relink it
-LINGEN_KIND := .lingen-$(if $(filter 1,$(CUDA)),cuda,cpu)
+# ./lingen is the last build's, CPU or CUDA=1, with MPI=1 or not: a marker of its kind makes a
+# switch relink it
+LINGEN_KIND := .lingen-$(if $(filter 1,$(CUDA)),cuda,cpu)$(if $(filter 1,$(MPI)),-mpi)
 lingen: $(OBJ) $(LINGEN_KIND)
 	$(CC) $(CFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
 $(LINGEN_KIND):
-	rm -f .lingen-cpu .lingen-cuda && touch $@
+	rm -f .lingen-cpu* .lingen-cuda* && touch $@
 
 # lingen built inside $(BUILD), for builds with other flags (make valgrind)
 $(BUILD)/lingen: $(OBJ)
@@ -160,7 +172,7 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz build-valgrind build-ship build-cuda lingen .lingen-cpu .lingen-cuda
+	rm -rf build build-asan build-fuzz build-valgrind build-ship build-cuda build-mpi build-cuda-mpi lingen .lingen-cpu* .lingen-cuda*
 
 # ---------------------------------------------------------------- CUDA (needs nvcc; a GPU to run)
 # test-cuda: the GPU against the CPU (head outputs, bits/dim, the sampler's PMF, memcheck).

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "reslimits.h"
+#include "shard.h"
 #include "threads.h"
 #include "transformer.h"
 
@@ -49,9 +50,20 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
+/* The default threads of a rank of an MPI job (shard.h): its part of the cores it shares with
+ * other ranks on its node (all of them when the launcher bound none), so that together they do
+ * not run more threads than there are cores; a rank bound to cores of its own uses them all (0). */
+static long rank_threads(void) {
+    int ranks = shard_cores_shared();
+    if (ranks == 1) return 0;
+    long t = threads_usable_cores() / ranks;
+    return t > 0 ? t : 1;
+}
+
 /* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
  * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
+    if (!threads) threads = rank_threads();
     long asked = threads;
     char note[200];
     const char *force = getenv("LINGEN_FORCE_THREADS");

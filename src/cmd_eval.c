@@ -12,6 +12,8 @@
 #include "evaluate.h"
 #include "jsonout.h"
 #include "paper.h"
+#include "shard.h"
+#include "threads.h"
 #include "transformer.h"
 
 int cmd_eval(int argc, char **argv) {
@@ -39,7 +41,8 @@ int cmd_eval(int argc, char **argv) {
                        "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
                        pos, 1, &npos);
     if (r) return r < 0 ? 0 : r;
-    if ((r = device_option(device, "eval", 1))) return r;
+    if ((r = device_option(device, "eval", 1)) == EXIT_USAGE) return r;
+    int device_rc = r;
     if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
         fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
         return 2;
@@ -52,36 +55,47 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    if (json && jsonout_prepare(json)) return 1;
+    if (ceiling && shard_size() > 1) {
+        fprintf(stderr, "lingen eval: --ceiling measures one process: run it without MPI\n");
+        return 2;
+    }
+    /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
+     * next shard_agree, and all stop together. */
+    int rc = device_rc, rank = shard_rank();
+    if (!rc && json && rank == 0 && jsonout_prepare(json)) rc = 1;
     char found[MODELPATH_LEN];
-    Model m;
-    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
+    Model m = {0};
+    Dataset ds = {0};
+    if (!rc && (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found))) rc = 1;
     const Config *c = &m.cfg;
-    cli_set_threads(threads);
+    if (!rc) cli_set_threads(threads);
     if (!batch) batch = c->seq_len > 1000 ? 4 : 16;
+    if (!rc && cli_load_dataset(&ds, &m, path, data, split, (int)limit)) rc = 1;
+    if (batch > ds.n) batch = ds.n;
+    long first, count;   /* this rank's images; rank 0 gathers their figures */
+    shard_range(ds.n, rank, shard_size(), &first, &count);
+    if (!rc && cli_check_memory(&m, "eval", batch < count ? batch : count, strcmp(mode, "rnn") ? c->seq_len : 1,
+                                (size_t)ds.n * c->seq_len))
+        rc = 1;
+    double *per = NULL, *given = NULL;
+    if ((rc = shard_agree(rc))) goto out;
 
     Err e;
-    Dataset ds;
-    if (cli_load_dataset(&ds, &m, path, data, split, (int)limit)) {
-        model_free(&m);
-        return 1;
-    }
-    if (batch > ds.n) batch = ds.n;
-    if (cli_check_memory(&m, "eval", batch, strcmp(mode, "rnn") ? c->seq_len : 1, (size_t)ds.n * c->seq_len)) {
-        dataset_free(&ds);
-        model_free(&m);
-        return 1;
-    }
-    double *per = xcalloc(ds.n, sizeof(double)), *given = xcalloc(ds.n, sizeof(double));
+    per = xcalloc(ds.n, sizeof(double));
+    given = xcalloc(ds.n, sizeof(double));
     Progress prog;
     progress_start(&prog, "images", ds.n);
+    progress_share(&prog, (double)count / ds.n, rank == 0);
     double t0 = now_seconds();
-    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, (int)batch, !strcmp(mode, "rnn"), per, given, &prog, &e);
-    double secs = now_seconds() - t0;
+    rc = evaluate_bits_per_dim(&m, ds.images + first * c->seq_len, (int)count, (int)batch, !strcmp(mode, "rnn"),
+                               per + first, given + first, &prog, &e);
     progress_end(&prog);
-    if (rc) {
-        fprintf(stderr, "lingen: %s\n", e.msg);
-    } else {
+    if (rc) fprintf(stderr, "lingen: %s\n", e.msg);
+    if ((rc = shard_agree(rc ? 1 : 0))) goto out;
+    shard_gather(per + first, count, sizeof(double));   /* rank 0: every image's figures, in order */
+    shard_gather(given + first, count, sizeof(double));
+    double secs = now_seconds() - t0;             /* so far as the slowest rank */
+    if (rank == 0) {
         double mean, se, mean_given, se_given;
         mean_and_stderr(per, ds.n, &mean, &se);
         mean_and_stderr(given, ds.n, &mean_given, &se_given);
@@ -104,7 +118,9 @@ int cmd_eval(int argc, char **argv) {
         double paper = pf ? pf->bits_per_dim : 0;
         if (paper) printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", paper,
                           attn, c->dataset);
-        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld\n", ds.n / secs, secs, form, batch);
+        char ranks[32] = "";
+        if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
+        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", ds.n / secs, secs, form, batch, ranks);
         double flops = transformer_flops(c, strcmp(mode, "rnn") ? c->seq_len : 1), sgemm = 0;
         if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
             sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
@@ -126,11 +142,16 @@ int cmd_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "seconds", secs);
             cJSON_AddStringToObject(o, "form", strcmp(mode, "rnn") ? "parallel" : "rnn");
             cJSON_AddNumberToObject(o, "batch", batch);
+            if (shard_size() > 1) {   /* an MPI job: its ranks, and the threads of one */
+                cJSON_AddNumberToObject(o, "ranks", shard_size());
+                cJSON_AddNumberToObject(o, "threads_per_rank", threads_count());
+            }
             if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);
         }
     }
+out:
     free(per);
     free(given);
     dataset_free(&ds);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "ceiling.h"
@@ -13,21 +14,43 @@
 #include "device.h"
 #include "generate.h"
 #include "image.h"
-#include "stop.h"
 #include "jsonout.h"
+#include "shard.h"
+#include "stop.h"
+#include "threads.h"
 #include "transformer.h"
 
-/* The grid, then one PNG per image in outdir (all or nothing). */
-static int write_images(const Model *m, const unsigned char *imgs, int n, const char *grid, const char *outdir) {
-    const Config *c = &m->cfg;
+/* The grid of the `total` images gathered on rank 0, and each rank's `done` tiles (image first
+ * on) in outdir: each rank writes its files to temporary names, and only when every rank has
+ * done so are they all renamed into place (an MPI job: shard.h; one process is rank 0 of 1). */
+static int write_images(const Config *c, const unsigned char *imgs, long total, long done, long first,
+                        const char *grid, const char *outdir) {
+    OutputGroup g = {0};
     Err e;
-    if (image_write_set(grid, outdir, imgs, n, c->height, c->width, c->channels, &e) == 0) return 0;
-    fprintf(stderr, "lingen: %s\n", e.msg);
-    return -1;
+    int rc = 0;
+    if (shard_rank() == 0 && total > 0) rc = image_stage_grid(&g, grid, imgs, (int)total, c->height, c->width, c->channels, &e);
+    if (!rc && outdir && done > 0) rc = image_stage_tiles(&g, outdir, imgs, first, (int)done, c->height, c->width,
+                                                          c->channels, &e);
+    if (rc) fprintf(stderr, "lingen: %s\n", e.msg);
+    if (shard_agree(rc ? EXIT_FAIL : 0)) {
+        /* the temporary files of every rank first, then the directory one of them made */
+        char *made = g.made_dir;
+        g.made_dir = NULL;
+        output_group_abort(&g);
+        shard_barrier();
+        if (made) rmdir(made);
+        free(made);
+        return EXIT_FAIL;
+    }
+    if (output_group_commit(&g, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        rc = EXIT_FAIL;
+    }
+    return shard_agree(rc);
 }
 
 /* --json: what the closing line (and --ceiling's) prints. */
-static cJSON *sample_json(const char *path, const Config *c, int done, long batch, long seed, double secs,
+static cJSON *sample_json(const char *path, const Config *c, long done, long batch, long seed, double secs,
                           const char *out, const char *outdir) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", path);
@@ -44,6 +67,10 @@ static cJSON *sample_json(const char *path, const Config *c, int done, long batc
     cJSON_AddNumberToObject(o, "images_per_s", done / secs);
     cJSON_AddStringToObject(o, "output", out);
     if (outdir) cJSON_AddStringToObject(o, "outdir", outdir);
+    if (shard_size() > 1) {   /* an MPI job: its ranks, and the threads of one */
+        cJSON_AddNumberToObject(o, "ranks", shard_size());
+        cJSON_AddNumberToObject(o, "threads_per_rank", threads_count());
+    }
     return o;
 }
 
@@ -78,70 +105,91 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
         return 2;
     }
-    if (json && jsonout_prepare(json)) return 1;
     if (cli_check_temperature("sample", temperature)) return 2;
-    if ((r = device_option(device, "sample", 1))) return r;
     if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
         fprintf(stderr, "lingen sample: --temperature needs --device cpu\n");
         return 2;
     }
+    if (ceiling && shard_size() > 1) {
+        fprintf(stderr, "lingen sample: --ceiling measures one process: run it without MPI\n");
+        return 2;
+    }
+    if ((r = device_option(device, "sample", 1)) == EXIT_USAGE) return r;
+    /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
+     * next shard_agree, and all stop together. */
+    int rc = r, rank = shard_rank();
+    if (!rc && json && rank == 0 && jsonout_prepare(json)) rc = EXIT_FAIL;
     if (!batch) batch = n < 64 ? n : 64;
+    if (batch > n) batch = n;   /* generate() never runs more at once */
+    long first, count;   /* this rank's images; rank 0 gathers them all */
+    shard_range(n, rank, shard_size(), &first, &count);
     char found[MODELPATH_LEN];
-    Model m;
-    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
+    Model m = {0};
+    if (!rc && (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)))
+        rc = EXIT_FAIL;
     const Config *c = &m.cfg;
     Err e;
-    if (image_check_outputs(out, outdir, c->channels, &e)) {   /* before the work, not after */
+    if (!rc && image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e)) {   /* before the work */
         fprintf(stderr, "lingen: %s\n", e.msg);
-        model_free(&m);
-        return 1;
+        rc = EXIT_FAIL;
     }
-    cli_set_threads(threads);
-
-    if (batch > n) batch = n;   /* generate() never runs more at once */
-    if (cli_check_memory(&m, "sample", batch, 1, (size_t)n * c->seq_len)) { model_free(&m); return 1; }
-    size_t need = runstate_bytes(c, (int)batch, 1);
-    unsigned char *imgs = try_calloc((size_t)n, c->seq_len, "images", &e);
-    if (!imgs) { fprintf(stderr, "lingen: %s\n", e.msg); model_free(&m); return 1; }
+    if (!rc) cli_set_threads(threads);
+    long held = rank == 0 ? n : count, rank_batch = batch < count ? batch : count;
+    if (!rc && cli_check_memory(&m, "sample", rank_batch, 1, (size_t)held * c->seq_len))
+        rc = EXIT_FAIL;
+    unsigned char *imgs = NULL;
+    if (!rc && !(imgs = try_calloc(held > 0 ? held : 1, c->seq_len, "images", &e))) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        rc = EXIT_FAIL;
+    }
+    if ((rc = shard_agree(rc))) goto out;
 
     stop_on_signals();
     Progress prog;
     progress_start_positions(&prog, "sampling", n, c->seq_len);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .stop = &stop_signal,
-                     .progress = &prog};
+    progress_share(&prog, (double)count / n, rank == 0);
+    GenOptions go = {.seed = (uint64_t)seed, .first = first, .batch = (int)batch, .temperature = temperature,
+                     .stop = &stop_signal, .progress = &prog};
     double t0 = now_seconds();
-    int done = generate(&m, imgs, (int)n, &go, &e);
-    double secs = now_seconds() - t0;
+    int done = generate(&m, imgs, (int)count, &go, &e);
     progress_end(&prog);
-    int rc = 0;
     if (done < 0) {
+        size_t need = runstate_bytes(c, (int)batch, 1);
         fprintf(stderr, "lingen: %s (needs %.1f MB for batch %ld)\n", e.msg, need / 1e6, batch);
-        rc = 1;
-    } else if (stop_signal) {
-        if (done > 0 && write_images(&m, imgs, done, out, outdir) == 0)
-            fprintf(stderr, "lingen: interrupted: wrote the %d finished image%s to %s\n", done, done == 1 ? "" : "s", out);
-        else if (done == 0)
+        rc = EXIT_FAIL;
+    }
+    if ((rc = shard_agree(rc))) goto out;
+    int stopped = shard_max(stop_signal);   /* a signal to any rank stops the job */
+    long total = shard_gather(imgs, done, c->seq_len);   /* on rank 0: every rank's finished images */
+    double secs = now_seconds() - t0;                    /* so far as the slowest rank */
+    int written = write_images(c, imgs, total, done, first, out, outdir) == 0;
+    if (stopped) {
+        if (written && total > 0 && rank == 0)
+            fprintf(stderr, "lingen: interrupted: wrote the %ld finished image%s to %s\n", total, total == 1 ? "" : "s", out);
+        else if (total == 0 && rank == 0)
             fprintf(stderr, "lingen: interrupted before any image was finished; nothing written\n");
-        rc = 128 + stop_signal;
-    } else if (write_images(&m, imgs, done, out, outdir)) {
-        rc = 1;
-    } else {
-        char temp[48] = "";
+        rc = 128 + stopped;
+    } else if (!written) {
+        rc = EXIT_FAIL;
+    } else if (rank == 0) {
+        char temp[48] = "", ranks[32] = "";
         if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
+        if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
         FILE *info = strcmp(out, "-") ? stdout : stderr;   /* -o -: stdout is the PNG */
-        fprintf(info, "sampled %d image%s (%dx%dx%d, %s attention, batch %ld%s) in %.2f s: %.3f images/s -> %s\n", done,
-                done == 1 ? "" : "s", c->height, c->width, c->channels,
-                c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, secs, done / secs, out);
+        fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s) in %.2f s: %.3f images/s -> %s\n",
+                total, total == 1 ? "" : "s", c->height, c->width, c->channels,
+                c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, ranks, secs, total / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
-            sgemm = ceiling_report("ceiling: ", flops, done / secs);
+            sgemm = ceiling_report("ceiling: ", flops, total / secs);
         if (json) {
-            cJSON *o = sample_json(path, c, done, batch, seed, secs, out, outdir);
-            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, done / secs, sgemm));
+            cJSON *o = sample_json(path, c, total, batch, seed, secs, out, outdir);
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, total / secs, sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);
         }
     }
+out:
     free(imgs);
     model_free(&m);
     return rc;

@@ -25,7 +25,8 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
 /* Refuse, with a message naming the largest batch that fits, a run of `batch` sequences of T
  * positions at once (plus `extra` bytes) that the memory available now cannot hold. */
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra);
-/* Threads for the computation (0: every core this process may run on). */
+/* Threads for the computation (0: every core this process may run on; for a rank of an MPI job
+ * that shares its node with others, its part of them: cli.c). */
 void cli_set_threads(long threads);
 
 /* --temperature of sample and complete (dmol.h): checked against the range below; prints

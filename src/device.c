@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda/lingen_cuda.h"
+#include "shard.h"
 
 static Device current = DEVICE_CPU;
 
@@ -24,7 +25,8 @@ int device_parse(const char *name, const char *cmd, Device *d) {
 }
 
 int device_select(Device d, int probe, Err *e) {
-    if (d == DEVICE_CUDA && probe && cuda_probe(e)) return -1;
+    /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
+    if (d == DEVICE_CUDA && probe && (cuda_probe(e) || cuda_use_device(shard_local_rank(), e))) return -1;
     current = d;
     return 0;
 }
@@ -45,6 +47,10 @@ int device_option(const char *name, const char *cmd, int probe) {
 
 #ifndef LINGEN_CUDA
 int cuda_probe(Err *e) { return err_set(e, "this lingen was built without CUDA"); }
+int cuda_use_device(int index, Err *e) {
+    (void)index;
+    return err_set(e, "this lingen was built without CUDA");
+}
 int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
     (void)m; (void)imgs; (void)n; (void)o;
     return err_set(e, "this lingen was built without CUDA");

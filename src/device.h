@@ -10,7 +10,8 @@ typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
 /* "cpu" | "cuda" -> *d; otherwise prints "lingen <cmd>: ..." and returns 2 (usage). A CUDA
  * device in a build without CUDA prints "built without CUDA" and returns 1. */
 int device_parse(const char *name, const char *cmd, Device *d);
-/* Select d; probe: also check now that a GPU answers (not before fork()ing children that use it). */
+/* Select d; probe: also check now that a GPU answers, and take this rank's GPU (shard.h: its local
+ * rank; not before fork()ing children that use it). */
 int device_select(Device d, int probe, Err *e);
 Device device_current(void);
 /* --device NAME of command cmd: parse and select (probe as above). Returns 0, or the exit code

@@ -25,7 +25,7 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
     for (int start = 0; start < n; start += B) {
         int nb = n - start < B ? n - start : B;
         unsigned char *img = imgs + (size_t)start * N;
-        for (int b = 0; b < nb; b++) rng_init(&rng[b], o->seed, (uint64_t)(start + b));
+        for (int b = 0; b < nb; b++) rng_init(&rng[b], o->seed, (uint64_t)(o->first + start + b));
         runstate_reset(&s, c);
         if (P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
             for (int b = 0; b < nb; b++) {

@@ -11,6 +11,7 @@
 
 typedef struct {
     uint64_t seed;
+    long first;                      /* imgs[0] is image `first` of the job (its random stream) */
     int batch;                       /* images per batch */
     const unsigned char *prefix;     /* [n][N]: keep the first prefix_len values (NULL: none) */
     int prefix_len;                  /* they go through the parallel form once, then steps */

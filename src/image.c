@@ -130,30 +130,43 @@ int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, 
 }
 
 int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e) {
+    if (!grid && !outdir) return 0;
     if (!writable_channels(ch))
-        return err_set(e, "%s: cannot write images of %d channels (PNG output takes 1 or 3)", grid, ch);
-    if (output_check(grid, e)) return -1;
+        return err_set(e, "%s: cannot write images of %d channels (PNG output takes 1 or 3)", grid ? grid : outdir, ch);
+    if (grid && output_check(grid, e)) return -1;
     return outdir ? output_check_dir(outdir, e) : 0;
+}
+
+int image_stage_grid(OutputGroup *g, const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                     Err *e) {
+    size_t len;
+    unsigned char *png = encode_grid(path, imgs, n, h, w, ch, 0, &len, e);
+    int rc = png ? output_group_add(g, path, png, len, e) : -1;
+    free(png);
+    return rc;
+}
+
+int image_stage_tiles(OutputGroup *g, const char *outdir, const unsigned char *imgs, long first, int n, int h,
+                      int w, int ch, Err *e) {
+    size_t len, tile = (size_t)h * w * ch;
+    if (output_group_mkdir(g, outdir, e)) return -1;
+    for (int k = 0; k < n; k++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/sample_%05ld.png", outdir, first + k) >= (int)sizeof path)
+            return err_set(e, "%s: path too long", outdir);
+        unsigned char *png = image_encode_png(imgs + k * tile, h, w, ch, &len, path, e);
+        int rc = png ? output_group_add(g, path, png, len, e) : -1;
+        free(png);
+        if (rc) return -1;
+    }
+    return 0;
 }
 
 int image_write_set(const char *grid, const char *outdir, const unsigned char *imgs, int n, int h, int w,
                     int ch, Err *e) {
     OutputGroup g = {0};
-    size_t len, tile = (size_t)h * w * ch;
-    unsigned char *png = encode_grid(grid, imgs, n, h, w, ch, 0, &len, e);
-    int rc = png ? output_group_add(&g, grid, png, len, e) : -1;
-    free(png);
-    if (!rc && outdir) rc = output_group_mkdir(&g, outdir, e);
-    for (int k = 0; k < n && !rc && outdir; k++) {
-        char path[4096];
-        if (snprintf(path, sizeof path, "%s/sample_%05d.png", outdir, k) >= (int)sizeof path) {
-            rc = err_set(e, "%s: path too long", outdir);
-            break;
-        }
-        png = image_encode_png(imgs + k * tile, h, w, ch, &len, path, e);
-        rc = png ? output_group_add(&g, path, png, len, e) : -1;
-        free(png);
-    }
+    int rc = image_stage_grid(&g, grid, imgs, n, h, w, ch, e);
+    if (!rc && outdir) rc = image_stage_tiles(&g, outdir, imgs, 0, n, h, w, ch, e);
     if (rc) {
         output_group_abort(&g);
         return -1;

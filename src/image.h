@@ -1,6 +1,7 @@
 /* Image I/O: PNG grids written atomically (stb_image_write), PNG reading (libpng). */
 #ifndef LINGEN_IMAGE_H
 #define LINGEN_IMAGE_H
+#include "output.h"
 #include "util.h"
 
 /* n images of h x w x ch (uint8, channels interleaved, row-major) tiled in rows of `cols`,
@@ -11,11 +12,19 @@ int image_write_png(const char *path, const unsigned char *img, int h, int w, in
 /* The PNG file's bytes (malloc'd; *len their number), or NULL and a message naming path. */
 unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, size_t *len, const char *path,
                                 Err *e);
-/* Before a run: can the grid (and outdir's tiles) of ch-channel images be written? */
+/* Before a run: can the grid (and outdir's tiles) of ch-channel images be written? (grid NULL:
+ * only the tiles; both NULL: nothing to check) */
 int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e);
 /* The grid, and with outdir one PNG per image (outdir/sample_00000.png, ...): all or nothing. */
 int image_write_set(const char *grid, const char *outdir, const unsigned char *imgs, int n, int h, int w,
                     int ch, Err *e);
+/* The same in parts, for a caller that commits (or aborts) them together, output.h's groups: the
+ * grid of n images, and one PNG per image into outdir (made if missing), image first + k's named
+ * outdir/sample_<first + k>.png (5 digits at least). */
+int image_stage_grid(OutputGroup *g, const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                     Err *e);
+int image_stage_tiles(OutputGroup *g, const char *outdir, const unsigned char *imgs, long first, int n, int h,
+                      int w, int ch, Err *e);
 /* Grid geometry (for tests and callers). */
 void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
 /* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, 16->8 bit);

@@ -4,15 +4,18 @@
 
 #include "args.h"
 #include "commands.h"
+#include "shard.h"
 
-static const struct { const char *name; int (*fn)(int, char **); const char *help; } COMMANDS[] = {
-    {"sample", cmd_sample, "generate images (RNN mode for linear models, KV cache for softmax)"},
-    {"complete", cmd_complete, "finish partly hidden images: keep the top rows, sample the rest"},
-    {"eval", cmd_eval, "bits per dimension on the test set (parallel or step form)"},
-    {"compare", cmd_compare, "linear (RNN mode) against softmax: bits/dim, images/s, memory (--softmax)"},
-    {"info", cmd_info, "show a model's configuration, size and per-image memory"},
-    {"models", cmd_models, "list the models that --model NAME finds, and where it looks"},
-    {"version", cmd_version, "version, micro-kernel, OpenBLAS, threads, CUDA (also --version)"},
+/* sharded: the command splits its work over the ranks of an MPI job (shard.h, make MPI=1); the
+ * others run whole in every process they are started in, and start no MPI. */
+static const struct { const char *name; int (*fn)(int, char **); int sharded; const char *help; } COMMANDS[] = {
+    {"sample", cmd_sample, 1, "generate images (RNN mode for linear models, KV cache for softmax)"},
+    {"complete", cmd_complete, 0, "finish partly hidden images: keep the top rows, sample the rest"},
+    {"eval", cmd_eval, 1, "bits per dimension on the test set (parallel or step form)"},
+    {"compare", cmd_compare, 0, "linear (RNN mode) against softmax: bits/dim, images/s, memory (--softmax)"},
+    {"info", cmd_info, 0, "show a model's configuration, size and per-image memory"},
+    {"models", cmd_models, 0, "list the models that --model NAME finds, and where it looks"},
+    {"version", cmd_version, 0, "version, micro-kernel, OpenBLAS, threads, CUDA (also --version)"},
 };
 #define N_COMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -29,8 +32,11 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) return cmd_version(argc, argv);
     const char *names[N_COMMANDS + 1];
     for (int i = 0; i < N_COMMANDS; i++) {
-        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].fn(argc, argv);
         names[i] = COMMANDS[i].name;
+        if (strcmp(argv[1], COMMANDS[i].name)) continue;
+        if (!COMMANDS[i].sharded) return COMMANDS[i].fn(argc, argv);
+        shard_init(&argc, &argv);
+        return shard_finish(COMMANDS[i].fn(argc, argv));
     }
     names[N_COMMANDS] = "help";
     const char *near = args_nearest(argv[1], names, N_COMMANDS + 1);

@@ -18,11 +18,17 @@ void progress_start(Progress *p, const char *what, long total) {
     p->last = 0;             /* 0: nothing drawn yet */
     p->tty = isatty(2);
     p->per_image = 0;
+    p->share = 1;
 }
 
 void progress_start_positions(Progress *p, const char *what, long images, long per_image) {
     progress_start(p, what, images * per_image);
     p->per_image = per_image;
+}
+
+void progress_share(Progress *p, double share, int show) {
+    if (!show) p->tty = 0;
+    else if (share > 0) p->share = share;
 }
 
 /* "45s", "1m12s", "2h05m" */
@@ -46,6 +52,7 @@ static void append(char *line, size_t cap, size_t *n, const char *fmt, ...) {
 
 void progress_update(Progress *p, double done) {
     if (!p->tty) return;
+    done /= p->share;
     double t = now_seconds();
     int finished = p->total > 0 && done >= p->total;
     if (p->last > 0 && t - p->last < MIN_INTERVAL && !finished) return;

@@ -1,11 +1,14 @@
 /* A progress line on stderr (only when stderr is a terminal): done/total, items/s, ETA. */
 #ifndef LINGEN_PROGRESS_H
 #define LINGEN_PROGRESS_H
-typedef struct { const char *what; long total, per_image; double t0, last; int tty; } Progress;
+typedef struct { const char *what; long total, per_image; double t0, last, share; int tty; } Progress;
 void progress_start(Progress *p, const char *what, long total);
 /* Counting the positions (sub-pixels) of `images` images of per_image positions each: the line
  * moves with every position, even inside one big batch, and shows the rate in images/s. */
 void progress_start_positions(Progress *p, const char *what, long images, long per_image);
+/* This process does a share (0 < share <= 1) of the job, at the pace of the others doing the rest
+ * (a rank of an MPI job): the line shows done / share, the whole job. show = 0: no line here. */
+void progress_share(Progress *p, double share, int show);
 void progress_update(Progress *p, double done);   /* fractional items allowed */
 void progress_end(Progress *p);
 #endif

@@ -71,10 +71,9 @@ static void test_line_on_a_terminal(void **state) {
     assert_true(n >= 2 && buf[n - 1] == '\n');
 }
 
-/* 4 images of 784 positions in one batch: half way through every image, none finished, the line
- * says 1568 of 3136 positions; 10 s in, that is 156.8 positions/s = 0.2 images/s, 10 s to go. */
-static void test_positions(void **state) {
-    (void)state;
+/* What the line shows on a terminal for 4 images of 784 positions, 10 s in, after one update at
+ * `done` positions, the process doing `share` of the job (an MPI rank's), shown or not. */
+static void draw_positions(double share, int show, double done, char *buf, size_t cap) {
     int slave, master = open_pty(&slave);
     fflush(stderr);
     int saved = dup(2);
@@ -82,17 +81,40 @@ static void test_positions(void **state) {
     Progress p;
     progress_start_positions(&p, "sampling", 4, 784);
     assert_int_equal(p.total, 3136);
+    progress_share(&p, share, show);
     p.t0 -= 10;   /* as if started 10 s ago */
-    progress_update(&p, 1568);
+    progress_update(&p, done);
     progress_end(&p);
     fflush(stderr);
     assert_true(dup2(saved, 2) >= 0);
     close(saved);
     close(slave);
+    read_pty(master, buf, cap);
+}
+
+/* Half way through every image, none finished, the line says 1568 of 3136 positions; 10 s in,
+ * that is 156.8 positions/s = 0.2 images/s, 10 s to go. */
+static void assert_half_way(double share, double done) {
     char buf[1024];
-    read_pty(master, buf, sizeof buf);
+    draw_positions(share, 1, done, buf, sizeof buf);
     if (!strstr(buf, "sampling 1568/3136 positions [===============>              ] 0.20 images/s ETA 10s"))
         fail_msg("progress line: '%s'", buf);
+}
+
+/* All 4 images in one batch, 1568 positions done. */
+static void test_positions(void **state) {
+    (void)state;
+    assert_half_way(1, 1568);
+}
+
+/* One rank's half of the job, its 784 positions half done: the same line, for the whole job;
+ * another rank, told not to show, draws nothing on its terminal. */
+static void test_share(void **state) {
+    (void)state;
+    assert_half_way(0.5, 784);
+    char buf[1024];
+    draw_positions(0.5, 0, 784, buf, sizeof buf);
+    if (buf[0]) fail_msg("a rank not shown drew: '%s'", buf);
 }
 
 int main(void) {
@@ -100,6 +122,7 @@ int main(void) {
         cmocka_unit_test(test_silent_when_not_a_tty),
         cmocka_unit_test(test_line_on_a_terminal),
         cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

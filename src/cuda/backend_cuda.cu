@@ -70,6 +70,15 @@ extern "C" int cuda_probe(Err *e) {
     return 0;
 }
 
+extern "C" int cuda_use_device(int index, Err *e) {
+    int n = 0;
+    cudaError_t r = cudaGetDeviceCount(&n);
+    if (r == cudaSuccess && n < 1) return err_set(e, "no CUDA device");
+    if (r == cudaSuccess) r = cudaSetDevice(index % n);
+    if (r != cudaSuccess) return err_set(e, "cannot use CUDA device %d: %s", n > 0 ? index % n : index, cudaGetErrorString(r));
+    return 0;
+}
+
 /* ---------------------------------------------------------------- device code */
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */
@@ -650,7 +659,7 @@ extern "C" int cuda_generate(const Model *m, unsigned char *imgs, int n, const G
     bool ok = true;
     for (int start = 0; start < n && ok; start += B) {
         int nb = n - start < B ? n - start : B;
-        ok = sampler_start(&s, o->seed, (uint64_t)start, tok, rng);
+        ok = sampler_start(&s, o->seed, (uint64_t)(o->first + start), tok, rng);
         if (ok && P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
             memset(stage, 0, (size_t)B * N);
             for (int b = 0; b < B; b++) {

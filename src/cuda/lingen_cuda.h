@@ -15,6 +15,9 @@ extern "C" {
 
 /* 0 when a CUDA GPU answers, else -1 and why. */
 int cuda_probe(Err *e);
+/* Run on GPU `index` modulo the number this process sees (CUDA_VISIBLE_DEVICES), from now on:
+ * the ranks of an MPI job on one node pass their local rank, and each gets a GPU of its own. */
+int cuda_use_device(int index, Err *e);
 
 /* generate() on the GPU: the same images array, options and per-image streams. Each step of a
  * batch (every layer, the head and the sampler) is one CUDA graph replay; the sampler draws
