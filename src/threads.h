@@ -1,12 +1,15 @@
-/* lingen's worker threads: a parallel loop that never waits for a thread that is not running.
+/* lingen's worker threads: a parallel loop that never waits long for a thread that is not running.
  *
  * A step of RNN sampling is some forty short parallel loops. With a fixed split and a barrier
  * at the end of each (OpenMP's parallel for), every loop waits for the slowest thread; when a
  * core is busy with another program, that thread is often not running at all, and each loop
- * waits a scheduler time slice for it. Here the items of a loop are taken one at a time from
- * a shared counter, the calling thread takes them too, and the loop is over when every item is
- * done: a thread that does not get a core in time simply takes no items. Idle threads spin a
- * moment (the next loop usually follows within microseconds), then sleep in the kernel. */
+ * waits a scheduler time slice for it. Here each thread starts on its own range of a loop's
+ * items (the same ones at every step, so their weights stay in its cache), the calling thread
+ * included, and then takes what is left of the others' ranges: a thread that does not get a
+ * core in time holds the loop up by at most the item it has in hand. Where even that costs more
+ * than the other threads give (a busy machine), the loops run on the calling thread alone.
+ * Idle threads spin a moment (the next loop usually follows within microseconds), then sleep
+ * in the kernel. */
 #ifndef LINGEN_THREADS_H
 #define LINGEN_THREADS_H
 
