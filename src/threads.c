@@ -200,6 +200,7 @@ int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); 
 #define GAP_MIN 0.25         /* seconds the better way runs between trials, at first ... */
 #define GAP_MAX 8.0          /* ... and, while it keeps winning, at most */
 #define MIN_LOOPS 64         /* loops in a period, at least */
+#define MARGIN 0.9           /* a trial must beat the better way by this much: a short trial is noisy */
 typedef struct {
     ParallelFn fn;
     double size;
@@ -232,7 +233,7 @@ static Kind *kind_of(ParallelFn fn, int n, double size) {
     return NULL;   /* table full: not counted */
 }
 
-/* At the end of a trial: did its loops take less time than the same loops the better way?
+/* At the end of a trial: did its loops take clearly less time than the same loops the better way?
  * 1 yes, 0 no, -1 no kind of loop ran both ways (the work changed): no verdict. */
 static int trial_won(void) {
     double trial = 0, usual = 0;
@@ -246,7 +247,7 @@ static int trial_won(void) {
         e->secs[0] = e->secs[1] = 0;
         e->loops[0] = e->loops[1] = 0;
     }
-    return usual > 0 ? trial < usual : -1;
+    return usual > 0 ? trial < MARGIN * usual : -1;
 }
 
 /* The way the next loop runs: 1 with the others, 0 alone. */
