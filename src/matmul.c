@@ -66,8 +66,12 @@ size_t matmul_packed_values(int n_in, int n_out) { return (size_t)((n_out + NR -
 
 size_t matmul_packed_index(int n_in, int o, int i) { return ((size_t)(o / NR) * n_in + i) * NR + o % NR; }
 
+/* Bytes of one packed value, and of one panel (n_in rows of NR values). */
+static size_t value_bytes(int half) { return half ? sizeof(uint16_t) : sizeof(float); }
+static size_t panel_bytes(int n_in, int half) { return (size_t)n_in * NR * value_bytes(half); }
+
 void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out) {
-    size_t size = half ? sizeof(uint16_t) : sizeof(float);
+    size_t size = value_bytes(half);
     memset(dst, 0, matmul_packed_values(n_in, n_out) * size);
     for (int o = 0; o < n_out; o++)
         for (int i = 0; i < n_in; i++)
@@ -165,7 +169,7 @@ static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n
         /* this tile's share of the caller's lines, and of the next panel's weights: only the
          * first tile reads a panel from memory, and the arithmetic would wait for it */
         Prefetch f = slice(pf, pf_lines, r / MR, tiles, n_in);
-        Prefetch g = slice(next, next ? (size_t)n_in * NR * (Wp.half ? 2 : 4) / 64 : 0, r / MR, tiles, n_in);
+        Prefetch g = slice(next, next ? panel_bytes(n_in, Wp.half) / 64 : 0, r / MR, tiles, n_in);
         int R = rows - r < MR ? rows - r : MR, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
         const float *xr = x + (size_t)r * ldx;
@@ -202,7 +206,7 @@ static void product_item(void *ctx, int item, int thread) {
     int rb = item / q->np, p = item % q->np, r0 = rb * q->mb, c0 = p * NR;
     int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
     size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
-    size_t stride = (size_t)q->n_in * NR * (q->W.half ? 2 : 4);   /* bytes per panel */
+    size_t stride = panel_bytes(q->n_in, q->W.half);
     const char *panels = q->W.p, *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
     float *o = q->out + (size_t)r0 * q->n_out + c0;
     Packed Wp = {panels + p * stride, q->W.half};

@@ -281,10 +281,14 @@ static void offset_item(void *p, int item, int thread) {
     o->fn(o->ctx, o->first + item, thread);
 }
 
+static void run_alone(int n_items, ParallelFn fn, void *ctx) {
+    for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+}
+
 void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     if (n_items <= 0) return;
     if (n_items == 1 || threads_count() == 1) {
-        for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+        run_alone(n_items, fn, ctx);
         return;
     }
     if ((uint32_t)n_items > ITEM_MASK) {
@@ -298,7 +302,7 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     double t0 = seconds();
     int with_others = choose(t0);
     if (!with_others) {
-        for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
+        run_alone(n_items, fn, ctx);
         record(e, 0, seconds() - t0);
         return;
     }
