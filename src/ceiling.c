@@ -60,8 +60,6 @@ Ceiling ceiling_measure(void) {
     return r;
 }
 
-double sgemm_gflops(void) { return ceiling_measure().gflops; }
-
 double ceiling_report(const char *label, double flops_per_image, double images_per_s) {
     double useful = flops_per_image * images_per_s / 1e9;
     Ceiling p = ceiling_measure();

@@ -12,7 +12,6 @@ typedef struct {
     int threads;
 } Ceiling;
 Ceiling ceiling_measure(void);
-double sgemm_gflops(void);   /* ceiling_measure().gflops */
 /* Measure the ceiling now and print, after `label`, the GFLOP/s a run of images_per_s reached
  * (flops_per_image of arithmetic each, counted for the form that ran) as a fraction of it. */
 double ceiling_report(const char *label, double flops_per_image, double images_per_s);   /* returns the ceiling */

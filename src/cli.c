@@ -50,6 +50,12 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     return 0;
 }
 
+int cli_check_ceiling(const char *cmd, int ceiling) {
+    if (!ceiling || shard_size() == 1) return 0;
+    fprintf(stderr, "lingen %s: --ceiling measures one process: run it without MPI\n", cmd);
+    return 2;
+}
+
 /* The default threads of a rank of an MPI job (shard.h): its part of the cores it shares with
  * other ranks on its node (all of them when the launcher bound none), so that together they do
  * not run more threads than there are cores; a rank bound to cores of its own uses them all (0). */

@@ -9,8 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <omp.h>
-
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
@@ -24,6 +22,7 @@
 #include "jsonout.h"
 #include "modelpath.h"
 #include "reslimits.h"
+#include "threads.h"
 #include "transformer.h"
 
 #define RECOMPUTE_POSITIONS 12   /* prefix lengths timed for the recompute rows */
@@ -51,7 +50,7 @@ struct Job {
 
 static int job_sgemm(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     (void)j; (void)m; (void)pos; (void)sec; (void)rss; (void)e;
-    r->value = sgemm_gflops();
+    r->value = ceiling_measure().gflops;
     return 0;
 }
 
@@ -291,7 +290,7 @@ int cmd_compare(int argc, char **argv) {
 
     int N = lc.seq_len;
     Comparison c = {.dataset = lc.dataset, .linear_model = lin_path, .softmax_model = soft_path, .seq_len = N,
-                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = omp_get_max_threads(),
+                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = threads_count(),
                     .flops_per_image = transformer_flops_per_image(&lc)};
     c.rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(&lc, N);
     c.rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(&sc, N);

@@ -13,7 +13,6 @@
 #include "jsonout.h"
 #include "paper.h"
 #include "shard.h"
-#include "threads.h"
 #include "transformer.h"
 
 int cmd_eval(int argc, char **argv) {
@@ -55,10 +54,8 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
         return 2;
     }
-    if (ceiling && shard_size() > 1) {
-        fprintf(stderr, "lingen eval: --ceiling measures one process: run it without MPI\n");
-        return 2;
-    }
+    if (cli_check_ceiling("eval", ceiling)) return 2;
+    int rnn = !strcmp(mode, "rnn");   /* the step form (one position at a time), else the parallel form */
     /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
      * next shard_agree, and all stop together. */
     int rc = device_rc, rank = shard_rank();
@@ -74,7 +71,7 @@ int cmd_eval(int argc, char **argv) {
     if (batch > ds.n) batch = ds.n;
     long first, count;   /* this rank's images; rank 0 gathers their figures */
     shard_range(ds.n, rank, shard_size(), &first, &count);
-    if (!rc && cli_check_memory(&m, "eval", batch < count ? batch : count, strcmp(mode, "rnn") ? c->seq_len : 1,
+    if (!rc && cli_check_memory(&m, "eval", batch < count ? batch : count, rnn ? 1 : c->seq_len,
                                 (size_t)ds.n * c->seq_len))
         rc = 1;
     double *per = NULL, *given = NULL;
@@ -87,7 +84,7 @@ int cmd_eval(int argc, char **argv) {
     progress_start(&prog, "images", ds.n);
     progress_share(&prog, (double)count / ds.n, rank == 0);
     double t0 = now_seconds();
-    rc = evaluate_bits_per_dim(&m, ds.images + first * c->seq_len, (int)count, (int)batch, !strcmp(mode, "rnn"),
+    rc = evaluate_bits_per_dim(&m, ds.images + first * c->seq_len, (int)count, (int)batch, rnn,
                                per + first, given + first, &prog, &e);
     progress_end(&prog);
     if (rc) fprintf(stderr, "lingen: %s\n", e.msg);
@@ -99,7 +96,7 @@ int cmd_eval(int argc, char **argv) {
         double mean, se, mean_given, se_given;
         mean_and_stderr(per, ds.n, &mean, &se);
         mean_and_stderr(given, ds.n, &mean_given, &se_given);
-        const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = strcmp(mode, "rnn") ? "parallel" : "step (RNN)";
+        const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = rnn ? "step (RNN)" : "parallel";
         if (ds.n > 1) {
             printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split,
                    c->seq_len);
@@ -121,7 +118,7 @@ int cmd_eval(int argc, char **argv) {
         char ranks[32] = "";
         if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", ds.n / secs, secs, form, batch, ranks);
-        double flops = transformer_flops(c, strcmp(mode, "rnn") ? c->seq_len : 1), sgemm = 0;
+        double flops = transformer_flops(c, rnn ? 1 : c->seq_len), sgemm = 0;
         if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
             sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
         if (json) {
@@ -140,12 +137,9 @@ int cmd_eval(int argc, char **argv) {
             if (paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", paper);
             cJSON_AddNumberToObject(o, "images_per_s", ds.n / secs);
             cJSON_AddNumberToObject(o, "seconds", secs);
-            cJSON_AddStringToObject(o, "form", strcmp(mode, "rnn") ? "parallel" : "rnn");
+            cJSON_AddStringToObject(o, "form", rnn ? "rnn" : "parallel");
             cJSON_AddNumberToObject(o, "batch", batch);
-            if (shard_size() > 1) {   /* an MPI job: its ranks, and the threads of one */
-                cJSON_AddNumberToObject(o, "ranks", shard_size());
-                cJSON_AddNumberToObject(o, "threads_per_rank", threads_count());
-            }
+            jsonout_ranks(o);
             if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);

@@ -1,10 +1,7 @@
 /* lingen sample: generate images and write them as a PNG grid (and one PNG each). */
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -17,7 +14,6 @@
 #include "jsonout.h"
 #include "shard.h"
 #include "stop.h"
-#include "threads.h"
 #include "transformer.h"
 
 /* The grid of the `total` images gathered on rank 0, and each rank's `done` tiles (image first
@@ -67,10 +63,7 @@ static cJSON *sample_json(const char *path, const Config *c, long done, long bat
     cJSON_AddNumberToObject(o, "images_per_s", done / secs);
     cJSON_AddStringToObject(o, "output", out);
     if (outdir) cJSON_AddStringToObject(o, "outdir", outdir);
-    if (shard_size() > 1) {   /* an MPI job: its ranks, and the threads of one */
-        cJSON_AddNumberToObject(o, "ranks", shard_size());
-        cJSON_AddNumberToObject(o, "threads_per_rank", threads_count());
-    }
+    jsonout_ranks(o);
     return o;
 }
 
@@ -110,10 +103,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "lingen sample: --temperature needs --device cpu\n");
         return 2;
     }
-    if (ceiling && shard_size() > 1) {
-        fprintf(stderr, "lingen sample: --ceiling measures one process: run it without MPI\n");
-        return 2;
-    }
+    if (cli_check_ceiling("sample", ceiling)) return 2;
     if ((r = device_option(device, "sample", 1)) == EXIT_USAGE) return r;
     /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
      * next shard_agree, and all stop together. */

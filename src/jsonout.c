@@ -1,5 +1,7 @@
 #include "jsonout.h"
 #include "output.h"
+#include "shard.h"
+#include "threads.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,4 +55,10 @@ cJSON *jsonout_ceiling(double flops_per_image, double images_per_s, double sgemm
     cJSON_AddNumberToObject(o, "sgemm_gflops", sgemm_gflops);
     cJSON_AddNumberToObject(o, "fraction_of_sgemm", useful / sgemm_gflops);
     return o;
+}
+
+void jsonout_ranks(cJSON *o) {
+    if (shard_size() == 1) return;
+    cJSON_AddNumberToObject(o, "ranks", shard_size());
+    cJSON_AddNumberToObject(o, "threads_per_rank", threads_count());
 }

@@ -12,4 +12,6 @@ int jsonout_prepare(const char *path);
 int jsonout_write(const cJSON *o, const char *path, Err *e);
 /* {"flops_per_image", "useful_gflops", "sgemm_gflops", "fraction_of_sgemm"}: what --ceiling prints. */
 cJSON *jsonout_ceiling(double flops_per_image, double images_per_s, double sgemm_gflops);
+/* In an MPI job (shard.h): {"ranks", "threads_per_rank"} added to o; nothing for one process. */
+void jsonout_ranks(cJSON *o);
 #endif

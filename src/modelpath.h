@@ -14,9 +14,6 @@
 /* Where `make install` puts the models and scripts (from PREFIX, by the Makefile). */
 #ifndef LINGEN_SHAREDIR
 #define LINGEN_SHAREDIR "/usr/local/share/lingen"
-/* A file shipped with lingen, e.g. "scripts/plot_compare.py": rel in the current directory, next
- * to the executable, in ../share/lingen from it, or in LINGEN_SHAREDIR; else rel itself. */
-const char *modelpath_shared_file(const char *rel);
 #endif
 
 #define MODELPATH_MAX_DIRS 16
