@@ -206,8 +206,7 @@ def clip_gradients(params, clip, mode, need_norm):
     if clip > 0 and mode == "per-tensor":
         grads = [p.grad for p in params if p.grad is not None]
         norms = torch.stack(torch._foreach_norm(grads))
-        for g, c in zip(grads, (clip / (norms + 1e-6)).clamp(max=1.0).unbind()):
-            g.mul_(c)
+        torch._foreach_mul_(grads, list((clip / (norms + 1e-6)).clamp(max=1.0).unbind()))
         return norms.norm()
     if clip > 0 or need_norm:
         return torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
@@ -411,6 +410,9 @@ def main():
     order = BatchOrder(n_train, batch * world, not a.no_shuffle, a.seed + so_far["steps"], dev)
     per_step = batch * world / n_train   # epochs per step
 
+    def epochs_at(step):   # epochs of the whole model, this run's `step` steps included
+        return so_far["epochs"] + step * per_step
+
     ema = Ema(params, a.ema, a.ema_every) if a.ema > 0 else None
     loss_module = Loss(model, amp)
     graphed = whole_graph_step(a, loss_module, model, batch, dev, ema) if a.whole_graph else None
@@ -471,7 +473,7 @@ def main():
             lv, stop = synced(loss, elapsed >= budget, world)
             smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
             if logged:
-                log({"step": step, "epoch": round(so_far["epochs"] + step * per_step, 3),
+                log({"step": step, "epoch": round(epochs_at(step), 3),
                      "train_bpd": round(smooth, 4), "lr": lr, "gnorm": round(gn.item(), 3), "elapsed": round(elapsed, 1),
                      "img_s": round((step - step_check) * batch * world / max(1e-9, now - t_check), 1)}, a.log)
             step_check, t_check = step, now
@@ -482,7 +484,7 @@ def main():
             avg = ema.model(cfg, dev) if ema else model
             bpd, se = evaluate(avg, test[:a.eval_subset], 250, dev, amp)
             raw = evaluate(model, test[:a.eval_subset], 250, dev, amp)[0] if ema else bpd
-            ep = so_far["epochs"] + step * per_step
+            ep = epochs_at(step)
             curve.append([round(ep, 3), round(bpd, 4)])
             log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4),
                  "test_bpd_raw": round(raw, 4)}, a.log)
@@ -495,7 +497,7 @@ def main():
 
     if a.ckpt and rank == 0:
         save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
-                        {**totals(so_far, step, so_far["epochs"] + step * per_step, elapsed, world), **ckpt_recipe})
+                        {**totals(so_far, step, epochs_at(step), elapsed, world), **ckpt_recipe})
     if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
         dist.barrier()
         dist.destroy_process_group()
@@ -503,7 +505,7 @@ def main():
         return
 
     # ---- final evaluation and export (rank 0)
-    epochs, steps = so_far["epochs"] + step * per_step, so_far["steps"] + step
+    epochs, steps = epochs_at(step), so_far["steps"] + step
     timed = max(0, step - start - UNTIMED)   # this process's steps in (elapsed - elapsed_start)
     kind, (bpd, se), shipped, best, by_kind = final_evaluation(a, model, ema, test, dev)
     f32 = {} if a.no_f32_check else {
