@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "modelpath.h"
 #include "reslimits.h"
 #include "shard.h"
 #include "threads.h"
@@ -31,6 +32,12 @@ int cli_load_model(Model *m, const char *path) {
     if (model_load(m, path, &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
+}
+
+int cli_open_model(Model *m, const char **name, char *found) {
+    if (modelpath_find(*name ? *name : "mnist", found, MODELPATH_LEN)) return -1;
+    *name = found;
+    return cli_load_model(m, found);
 }
 
 int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,

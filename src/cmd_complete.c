@@ -83,7 +83,7 @@ int cmd_complete(int argc, char **argv) {
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];
     Model m;
-    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) {
+    if (cli_open_model(&m, &path, found)) {
         free(files);
         return 1;
     }

@@ -63,7 +63,7 @@ int cmd_eval(int argc, char **argv) {
     char found[MODELPATH_LEN];
     Model m = {0};
     Dataset ds = {0};
-    if (!rc && (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found))) rc = 1;
+    if (!rc && cli_open_model(&m, &path, found)) rc = 1;
     const Config *c = &m.cfg;
     if (!rc) cli_set_threads(threads);
     if (!batch) batch = c->seq_len > 1000 ? 4 : 16;

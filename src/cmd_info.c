@@ -54,7 +54,7 @@ int cmd_info(int argc, char **argv) {
     if (json && jsonout_prepare(json)) return 1;
     char found[MODELPATH_LEN];
     Model m;
-    if (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)) return 1;
+    if (cli_open_model(&m, &path, found)) return 1;
     const Config *c = &m.cfg;
     int N = c->seq_len;
     printf("model        %s\n", path);

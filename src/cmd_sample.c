@@ -115,8 +115,7 @@ int cmd_sample(int argc, char **argv) {
     shard_range(n, rank, shard_size(), &first, &count);
     char found[MODELPATH_LEN];
     Model m = {0};
-    if (!rc && (modelpath_find(path ? path : "mnist", found, sizeof found) || cli_load_model(&m, path = found)))
-        rc = EXIT_FAIL;
+    if (!rc && cli_open_model(&m, &path, found)) rc = EXIT_FAIL;
     const Config *c = &m.cfg;
     Err e;
     if (!rc && image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e)) {   /* before the work */
