@@ -180,14 +180,69 @@ static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n
     }
 }
 
-/* One parallel loop: items are (row block, panel), row block major. */
+/* One or two rows against G panels at once: the same sums as tile()'s, output by output and
+ * in the same order (so the same bits), but with G times the independent accumulators. One
+ * row against one panel is a chain of fused multiply-adds each waiting for the last (2 in
+ * flight, where the core could run 8 or more): a sampling step at batch 1 or 2 is that case. */
+#if SIMD
+#if defined(__AVX512F__)
+#define GROUP_ACC 16   /* accumulators a group may take: 16 of AVX-512's 32 registers */
+#else
+#define GROUP_ACC 8    /* 8 of AVX2's 16 */
+#endif
+static inline __attribute__((always_inline)) void tile_group(const int R, const int half, const int G, float *out,
+                                                              int ldo, const float *x, int ldx, const char *Wp,
+                                                              size_t stride, int n_in, const float *b) {
+    vec lo[GROUP_ACC / 2], hi[GROUP_ACC / 2];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < R; r++) { lo[g * R + r] = vload(b + g * NR); hi[g * R + r] = vload(b + g * NR + VW); }
+    for (int i = 0; i < n_in; i++)
+        for (int g = 0; g < G; g++) {
+            const char *w = Wp + g * stride;
+            vec w0 = half ? vload_half((const uint16_t *)w + (size_t)i * NR) : vload((const float *)w + (size_t)i * NR);
+            vec w1 = half ? vload_half((const uint16_t *)w + (size_t)i * NR + VW) : vload((const float *)w + (size_t)i * NR + VW);
+            for (int r = 0; r < R; r++) {
+                vec xr = vbroadcast(x + (size_t)r * ldx + i);
+                lo[g * R + r] = vfma(xr, w0, lo[g * R + r]);
+                hi[g * R + r] = vfma(xr, w1, hi[g * R + r]);
+            }
+        }
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < R; r++) {
+            vstore(out + (size_t)r * ldo + g * NR, lo[g * R + r]);
+            vstore(out + (size_t)r * ldo + g * NR + VW, hi[g * R + r]);
+        }
+}
+
+/* Panels that many at a time for rows rows: 1 (no groups) where the accumulators would not fit. */
+static int group_max(int rows) { return rows <= 2 ? GROUP_ACC / (2 * rows) : 1; }
+
+/* rows (1 or 2) x G whole panels from Wp on; G and rows, as constants, pick the instance. */
+static void panels_group(float *out, int ldo, const float *x, int ldx, Packed Wp, size_t stride, int n_in,
+                         const float *b, int rows, int G) {
+#define GROUP(R, GG) if ((GG) * 2 * (R) <= GROUP_ACC) tile_group(R, HALF, GG, out, ldo, x, ldx, Wp.p, stride, n_in, b)
+#define GROUPS(R) switch (G) { case 2: GROUP(R, 2); break; case 4: GROUP(R, 4); break; default: GROUP(R, 8); break; }
+#define HALF 1
+    if (Wp.half) { if (rows == 1) GROUPS(1) else GROUPS(2) }
+#undef HALF
+#define HALF 0
+    else { if (rows == 1) GROUPS(1) else GROUPS(2) }
+#undef HALF
+#undef GROUPS
+#undef GROUP
+}
+#else
+static int group_max(int rows) { (void)rows; return 1; }
+#endif
+
+/* One parallel loop: items are (row block, group of G panels), row block major. */
 typedef struct {
     float *out;
     const float *x, *b;
     Packed W;
     const char *pf;
     size_t lines, items;
-    int rows, n_in, n_out, np, mb, act;
+    int rows, n_in, n_out, np, mb, act, G, ng;
 } Product;
 
 static void activate(float *o, int ldo, int rows, int ncols, int act) {
@@ -203,16 +258,30 @@ static void activate(float *o, int ldo, int rows, int ncols, int act) {
 static void product_item(void *ctx, int item, int thread) {
     (void)thread;
     const Product *q = ctx;
-    int rb = item / q->np, p = item % q->np, r0 = rb * q->mb, c0 = p * NR;
-    int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
+    int rb = item / q->ng, p0 = item % q->ng * q->G, r0 = rb * q->mb;
+    int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb;
     size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
     size_t stride = panel_bytes(q->n_in, q->W.half);
-    const char *panels = q->W.p, *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
-    float *o = q->out + (size_t)r0 * q->n_out + c0;
-    Packed Wp = {panels + p * stride, q->W.half};
-    panel(o, q->n_out, q->x + (size_t)r0 * q->n_in, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
-          next, q->pf ? q->pf + (l0 << 6) : NULL, l1 - l0);
-    if (q->act) activate(o, q->n_out, rows, ncols, q->act);
+    const char *panels = q->W.p;
+    const float *x = q->x + (size_t)r0 * q->n_in;
+    int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np;
+#if SIMD
+    if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
+        for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, PF_LOCALITY);
+        panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->n_in,
+                     (Packed){panels + p0 * stride, q->W.half}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
+        p = p1, l0 = l1;
+    }
+#endif
+    for (; p < p1; p++) {   /* panel by panel: the caller's lines are the first panel's to prefetch */
+        int c0 = p * NR, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
+        const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
+        Packed Wp = {panels + p * stride, q->W.half};
+        panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
+              next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0);
+    }
+    int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
+    if (q->act) activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
 }
 
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
@@ -222,8 +291,12 @@ void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, i
      * end: each panel is then read by several blocks, from the shared cache. */
     while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
     int nb = (rows + mb - 1) / mb;
-    Product q = {out, x, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * np, rows, n_in, n_out, np, mb, act};
-    parallel_for(nb * np, product_item, &q, (double)rows * n_in * n_out);
+    /* one or two rows: panels in groups, as large as still gives every thread two items */
+    int G = group_max(rows);
+    while (G > 1 && (np + G - 1) / G < 2 * threads) G /= 2;
+    int ng = (np + G - 1) / G;
+    Product q = {out, x, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * ng, rows, n_in, n_out, np, mb, act, G, ng};
+    parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
 }
 
 void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,

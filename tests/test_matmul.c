@@ -1,7 +1,7 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
  * that hit every row-tile remainder, a narrow last panel and more than one row block; weights
  * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
- * the same bits. */
+ * the same bits; a row's outputs do not depend on the other rows. */
 #include "testutil.h"
 
 #include <math.h>
@@ -65,7 +65,7 @@ static void test_against_reference(void **state) {
     (void)state;
     const int rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 64, 65, 200};   /* tiles of 6 or 8 rows */
     const int n_in[] = {1, 3, 16, 33, 256};
-    const int n_out[] = {1, 9, 16, 17, 30, 32, 33, 48, 70};   /* panels of 16 or 32 columns */
+    const int n_out[] = {1, 9, 16, 17, 30, 32, 33, 48, 70, 256};   /* panels of 16 or 32 columns */
     for (int t = 1; t <= 2; t++) {   /* one and two threads share the work differently */
         threads_set(t);
         for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
@@ -99,9 +99,47 @@ static void test_pack_layout(void **state) {
     assert_int_equal(half_zeros, (NR - 4) * n_in);
 }
 
+/* A row's outputs do not depend on the rows beside it: every row of a product equals, bit for
+ * bit, the product of that row alone (one or two rows take panels in groups, more rows in
+ * tiles). Sampling relies on it: image k is the same at any batch size, in any MPI share. */
+static void test_rows_independent(void **state) {
+    (void)state;
+    const int rows[] = {2, 3, 7, 64}, n_in[] = {256, 1024};
+    enum { n_out = 256 };
+    unsigned seed = 7;
+    for (int t = 1; t <= 2; t++) {
+        threads_set(t);
+        for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
+            for (int half = 0; half <= 1; half++) {
+                int n = n_in[c], R = 64;
+                float *W = malloc(sizeof(float) * n * n_out), *x = malloc(sizeof(float) * R * n), b[n_out];
+                uint16_t *H = malloc(sizeof(uint16_t) * n * n_out);
+                void *Wp = malloc(sizeof(float) * matmul_packed_values(n, n_out));
+                float *all = malloc(sizeof(float) * R * n_out), one[2 * n_out];
+                for (int i = 0; i < n * n_out; i++) W[i] = half_to_float(H[i] = random_half(&seed));
+                for (int i = 0; i < R * n; i++) x[i] = uniform(&seed);
+                for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
+                matmul_pack(Wp, half ? (void *)H : (void *)W, half, n, n_out);
+                Packed P = {Wp, half};
+                for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
+                    matmul(all, x, P, b, rows[a], n, n_out);
+                    for (int r = 0; r < rows[a]; r++) {
+                        matmul(one, x + (size_t)r * n, P, b, 1, n, n_out);
+                        assert_memory_equal(one, all + (size_t)r * n_out, sizeof(float) * n_out);
+                    }
+                    if (rows[a] < 3) continue;
+                    matmul(one, x + n, P, b, 2, n, n_out);   /* rows 1-2 as a pair */
+                    assert_memory_equal(one, all + n_out, sizeof(float) * 2 * n_out);
+                }
+                free(W); free(x); free(H); free(Wp); free(all);
+            }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
+        cmocka_unit_test(test_rows_independent),
         cmocka_unit_test(test_pack_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
