@@ -4,7 +4,7 @@
 # and the benchmark without building: the binaries, every shared library they use but CUDA's
 # (OpenBLAS compressed with xz; glibc apart, in glibc/, for machines whose own is older), the
 # fixtures, the scripts, and the first test images (100 MNIST, 20 CIFAR-10) as small files in
-# the datasets' own formats. The models come from the tree it runs in (models/).
+# the datasets' own formats (CIFAR-10's batch padded to its 10,000 records with zeros). The models come from the tree it runs in (models/).
 # Then, on the GPU machine, from the repository root: bash scripts/dev/cuda_remote.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,8 +52,8 @@ with gzip.open(f"{dst}/mnist/t10k-labels-idx1-ubyte.gz", "wb") as f:
     f.write(struct.pack(">II", 0x801, 100) + lab)
 with gzip.open(f"{src}/cifar-10/test_batch.bin.gz") as f:
     rec = f.read(20 * 3073)
-with gzip.open(f"{dst}/cifar-10/test_batch.bin.gz", "wb") as f:
-    f.write(rec)
+with gzip.open(f"{dst}/cifar-10/test_batch.bin.gz", "wb") as f:   # a batch holds 10,000: zeros after the 20
+    f.write(rec + bytes(9980 * 3073))
 PY
 git rev-parse HEAD > "$out/COMMIT"
 du -sh "$out"

@@ -1,8 +1,12 @@
 /* The CUDA backend: transformer.c's forward pass, the two attentions and the DMOL sampler on
  * one GPU (lingen_cuda.h). Layout and arithmetic follow the CPU code:
- *   - Linear layers: y = x W^T, W row-major [out, in] float32 (unpacked from the model's panels);
- *     cuBLAS SGEMM in plain FP32 (no TF32: the head outputs must match the CPU's to 1e-4), or a
- *     warp-per-output kernel when there are at most 8 rows (a step at batch 1..8: latency).
+ *   - Linear layers: y = x W^T, W row-major [out, in] (unpacked from the model's panels). A weight
+ *     whose every value is a half (the model files hold F16) runs on the FP16 tensor cores
+ *     without losing float32's accuracy: x = hi + lo, two halves (hi = half(x), lo = half(x - hi)),
+ *     so x W^T = [hi lo] [W W]^T, one GEMM of twice the depth accumulated in float32; what is
+ *     lost is lo's rounding, |x| 2^-22 at most (2^-24 would be float32's own). Other weights:
+ *     cuBLAS SGEMM in plain FP32 (no TF32: the head outputs must match the CPU's to 1e-4). At
+ *     most 8 rows (a step at batch 1..8: latency): a warp-per-output kernel on the float weights.
  *     The bias is added by the kernel that consumes the product (one pass fewer).
  *   - Linear attention: one (image, head) pair per D threads, S's column e in thread e's
  *     registers, the positions in order (the RNN, also for the parallel form: the same sums as
@@ -13,6 +17,7 @@
  * The current position lives in GPU memory and each forward ends by advancing it, so one CUDA
  * graph of a whole step (every layer, the head, the sampler) replays for every position. */
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -124,9 +129,16 @@ __global__ void layernorm_kernel(float *out, const float *x, const float *w, con
     ln_row(out + (size_t)r * d, x + (size_t)r * d, w, b, d, threadIdx.x & 31);
 }
 
-/* x += y + bias, then (post-norm) x = LN(x). */
+/* Value c of a row of n, as the next product's input: [hi lo] halves in the row of 2n (the header). */
+__device__ __forceinline__ void put_split(__half *row2, int n, int c, float v) {
+    __half hi = __float2half_rn(v);
+    row2[c] = hi;
+    row2[n + c] = __float2half_rn(v - __half2float(hi));
+}
+
+/* x += y + bias, then (post-norm) x = LN(x); with x2, also x as the next product's halves. */
 __global__ void residual_kernel(float *x, const float *y, const float *bias, const float *w, const float *b,
-                                int rows, int d, int post) {
+                                int rows, int d, int post, __half *x2) {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (r >= rows) return;
     float *xr = x + (size_t)r * d;
@@ -134,14 +146,19 @@ __global__ void residual_kernel(float *x, const float *y, const float *bias, con
     for (int i = lane; i < d; i += 32) xr[i] += yr[i] + bias[i];
     __syncwarp();
     if (post) ln_row(xr, xr, w, b, d, lane);
+    __syncwarp();
+    if (x2)
+        for (int i = lane; i < d; i += 32) put_split(x2 + (size_t)r * 2 * d, d, i, xr[i]);
 }
 
 __device__ __forceinline__ float activate(float v, int gelu);
-/* h = act(h + bias): relu, or the exact gelu. */
-__global__ void activation_kernel(float *h, const float *bias, size_t n, int dff, int gelu) {
+/* h = act(h + bias): relu, or the exact gelu; with x2, written there as halves instead. */
+__global__ void activation_kernel(float *h, const float *bias, size_t n, int dff, int gelu, __half *x2) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    h[i] = activate(h[i] + bias[i % dff], gelu);
+    float v = activate(h[i] + bias[i % dff], gelu);
+    if (x2) put_split(x2 + i / dff * 2 * dff, dff, (int)(i % dff), v);
+    else h[i] = v;
 }
 
 /* out += bias; log-scales clamped below. */
@@ -159,39 +176,133 @@ __device__ __forceinline__ float activate(float v, int gelu) {   /* relu, or the
     return gelu ? 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)) : (v > 0 ? v : 0);
 }
 
-/* Y[rows, n_out] = X[rows, n_in] W^T for rows <= R: one warp per output column, W's row read once.
- * With bias: Y = act(Y + bias) (the feed-forward's first half in one launch). */
-template <int R>
-__global__ void small_linear_kernel(float *Y, const float *X, const float *W, int rows, int n_in, int n_out,
-                                    const float *bias, int gelu) {
-    int o = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
-    if (o >= n_out) return;
-    const float *w = W + (size_t)o * n_in;
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0;
-    for (int i = lane; i < n_in; i += 32) {
-        float wi = w[i];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            if (r < rows) acc[r] += wi * X[(size_t)r * n_in + i];
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        float s = warp_sum(acc[r]);
-        if (lane == 0 && r < rows) Y[(size_t)r * n_out + o] = bias ? activate(s + bias[o], gelu) : s;
-    }
-}
+/* What the small product does with its outputs (at most 8 rows: a step at batch 1..8, where
+ * every launch is latency). ACT: y = act(y + bias). HEAD: y += bias, log-scales clamped below
+ * (head_kernel). RESIDUAL: the last block to finish adds y + bias to x and normalizes the rows
+ * (residual_kernel; with fw, also xn = LN_final(x)). ATTN (after the qkv product): the last
+ * block runs the linear attention. A layer is then four launches instead of seven. */
+enum { EPI_NONE, EPI_ACT, EPI_HEAD, EPI_RESIDUAL, EPI_ATTN };
+struct Epi {
+    int kind, gelu, post, M;
+    const float *bias, *w, *b, *fw, *fb;   /* w, b: the layer's norm; fw, fb: the final norm, or NULL */
+    float *x, *xn;
+    unsigned *counter;                     /* blocks finished; the last one sets it back to 0 */
+    __half *x2;                            /* large rows: the result also (ACT: only) as the next product's halves */
+    float *S, *z, *out;                    /* ATTN: the layer's state, the attention's output */
+    int H, T;
+};
 
 /* phi(u) = elu(u) + 1, as attention_linear.c: u + 1 above 0, exp(u) at or below. */
 __device__ __forceinline__ float phi(float u) { return u > 0 ? u + 1.0f : expf(fminf(u, 0.0f)); }
+
+/* linear_attention_kernel's RNN for one (image, head) pair of head width 32, by one warp: lane e
+ * holds column e of S, the others' values come by shuffles; the same sums in the same order. */
+__device__ void attention_pair_warp(float *Sp, float *zp, const float *qkv, const float *qkv_b, float *out, int b,
+                                    int h, int T, int d, int lane) {
+    float Sc[32], zc = zp[lane];
+#pragma unroll
+    for (int a = 0; a < 32; a++) Sc[a] = Sp[a * 32 + lane];
+    float bq = qkv_b[h * 32 + lane], bk = qkv_b[d + h * 32 + lane], bv = qkv_b[2 * d + h * 32 + lane];
+    for (int t = 0; t < T; t++) {
+        size_t row = (size_t)b * T + t;
+        const float *base = qkv + row * 3 * d + h * 32;
+        float q = phi(__ldcg(base + lane) + bq), k = phi(__ldcg(base + d + lane) + bk), v = __ldcg(base + 2 * d + lane) + bv;
+        zc += k;
+        float den = 0, num = 0;
+#pragma unroll
+        for (int a = 0; a < 32; a++) {
+            float qa = __shfl_sync(0xffffffffu, q, a);
+            den += qa * __shfl_sync(0xffffffffu, zc, a);
+            Sc[a] += __shfl_sync(0xffffffffu, k, a) * v;
+            num += qa * Sc[a];
+        }
+        out[row * d + h * 32 + lane] = num / (den + LINEAR_EPS);
+    }
+#pragma unroll
+    for (int a = 0; a < 32; a++) Sp[a * 32 + lane] = Sc[a];
+    zp[lane] = zc;
+}
+
+/* Y[rows, n_out] = X[rows, n_in] W^T for rows <= R: one warp per output column, W's row read
+ * once; then the epilogue. Blocks of 8 warps: in RESIDUAL, warp r of the last block takes row r. */
+template <int R>
+__global__ void small_linear_kernel(float *Y, const float *X, const float *W, int rows, int n_in, int n_out, Epi epi) {
+    int o = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (o < n_out) {
+        const float *w = W + (size_t)o * n_in;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0;
+        if (n_in % 4 == 0) {   /* 16-byte loads: a quarter of the dependent loads (latency) */
+            for (int i = 4 * lane; i < n_in; i += 128) {
+                float4 wi = *(const float4 *)(w + i);
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (r < rows) {
+                        float4 xi = *(const float4 *)(X + (size_t)r * n_in + i);
+                        acc[r] += wi.x * xi.x + wi.y * xi.y + wi.z * xi.z + wi.w * xi.w;
+                    }
+            }
+        } else
+            for (int i = lane; i < n_in; i += 32) {
+                float wi = w[i];
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (r < rows) acc[r] += wi * X[(size_t)r * n_in + i];
+            }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float s = warp_sum(acc[r]);
+            if (epi.kind == EPI_ACT) s = activate(s + epi.bias[o], epi.gelu);
+            if (epi.kind == EPI_HEAD) {
+                s += epi.bias[o];
+                if (o >= 2 * epi.M && s < LOG_SCALE_MIN) s = LOG_SCALE_MIN;
+            }
+            if (lane == 0 && r < rows) Y[(size_t)r * n_out + o] = s;
+        }
+    }
+    if (epi.kind != EPI_RESIDUAL && epi.kind != EPI_ATTN) return;
+    __shared__ bool last;
+    __threadfence();   /* this block's outputs, visible to every block before it is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(epi.counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    int r = threadIdx.x >> 5;
+    if (epi.kind == EPI_ATTN) {   /* the linear attention of every (image, head) pair, a warp each */
+        int B = rows / epi.T, d = n_out / 3;
+        for (int pair = r; pair < B * epi.H; pair += blockDim.x >> 5)
+            attention_pair_warp(epi.S + (size_t)pair * 32 * 32, epi.z + (size_t)pair * 32, Y, epi.bias, epi.out,
+                                pair / epi.H, pair % epi.H, epi.T, d, lane);
+        if (threadIdx.x == 0) *epi.counter = 0;
+        return;
+    }
+    if (r < rows) {
+        float *xr = epi.x + (size_t)r * n_out;
+        const float *yr = Y + (size_t)r * n_out;
+        for (int i = lane; i < n_out; i += 32) xr[i] += __ldcg(yr + i) + epi.bias[i];   /* L2: other blocks' */
+        __syncwarp();
+        if (epi.post) ln_row(xr, xr, epi.w, epi.b, n_out, lane);
+        __syncwarp();
+        if (epi.fw) ln_row(epi.xn + (size_t)r * n_out, xr, epi.fw, epi.fb, n_out, lane);
+    }
+    if (threadIdx.x == 0) *epi.counter = 0;
+}
+
+/* X2[r] = [hi lo] of X[r] (n values each): hi = half(x), lo = half(x - hi), for the tensor-core
+ * product (the header). Activations stay far inside the half range (65504): the inputs of the
+ * products are layer-normed rows, attention outputs and the feed-forward's hidden values. */
+__global__ void split_kernel(__half *X2, const float *X, int rows, int n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)rows * n) put_split(X2 + i / n * 2 * n, n, (int)(i % n), X[i]);
+}
 
 /* Linear attention over T positions in order, the RNN of attention_linear.c's step():
  *   S += phi(k) v^T,  z += phi(k),  out = phi(q)^T S / (phi(q)^T z + eps).
  * Block: P pairs (image, head) of D threads; thread e holds column e of its pair's S. */
 template <int D>
 __global__ void linear_attention_kernel(float *S, float *z, const float *qkv, const float *qkv_b, float *out,
-                                        int B, int H, int T) {
+                                        __half *out2, int B, int H, int T) {
     constexpr int P = D >= 128 ? 1 : 128 / D;
     __shared__ float sq[P][D], sk[P][D], sz[P][D];
     int y = threadIdx.y, e = threadIdx.x, d = H * D;
@@ -226,7 +337,9 @@ __global__ void linear_attention_kernel(float *S, float *z, const float *qkv, co
                 Sc[a] += sk[y][a] * v;
                 num += sq[y][a] * Sc[a];
             }
-            out[row * d + h * D + e] = num / (den + LINEAR_EPS);
+            float o = num / (den + LINEAR_EPS);
+            if (out2) put_split(out2 + row * 2 * d, d, h * D + e, o);   /* only the next product reads it */
+            else out[row * d + h * D + e] = o;
         }
         __syncthreads();
     }
@@ -324,7 +437,9 @@ __global__ void sample_test_kernel(const float *out, int M, Rng *rng, int *x, in
 
 /* ---------------------------------------------------------------- host side */
 
-struct GpuLayer { float *qkv_w, *qkv_b, *out_w, *out_b, *n1w, *n1b, *n2w, *n2b, *ff1_w, *ff1_b, *ff2_w, *ff2_b; };
+/* A Linear's weight: w as floats, and h2 = [W W] as halves when every value of W is a half. */
+struct GpuLin { float *w; __half *h2; };
+struct GpuLayer { GpuLin qkv, out, ff1, ff2; float *qkv_b, *out_b, *n1w, *n1b, *n2w, *n2b, *ff1_b, *ff2_b; };
 
 struct CudaForward {
     Config c;
@@ -333,39 +448,89 @@ struct CudaForward {
     cublasHandle_t blas;
     void *blas_ws;
     float *weights;               /* one allocation: every tensor below */
-    float *emb, *pe, *norm_w, *norm_b, *head_w, *head_b;
+    __half *weights16;            /* one allocation: the [W W] halves of GpuLin.h2 */
+    float *emb, *pe, *norm_w, *norm_b, *head_b;
+    GpuLin head;
     GpuLayer *layers;             /* host array of device pointers */
     float *x, *xn, *qkv, *att, *hid, *out;
+    __half *x2;                   /* a product's input as [hi lo] halves */
+    bool halves;                  /* every Linear has its [W W] halves */
     float *S, *z, *kc, *vc;
     size_t state_floats;          /* S and z, or one of kc / vc */
     int *tok, *pos;
+    unsigned *counter;            /* small_linear_kernel's RESIDUAL: blocks finished */
     int n_pos;                    /* host copy of *pos */
     int tf32;                     /* cuBLAS on TF32 tensor cores: not exact, benchmark only */
 };
 
 static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
 
-/* The model's packed panels back to PyTorch's row-major [n_out, n_in]. */
-static void unpack(float *dst, Packed packed, int n_in, int n_out) {
-    for (int o = 0; o < n_out; o++)
-        for (int i = 0; i < n_in; i++) dst[(size_t)o * n_in + i] = matmul_packed_get(packed, n_in, o, i);
+/* The model's packed panels back to PyTorch's row-major [n_out, n_in] floats in dst; with h2,
+ * also [W W] as halves there (row o: W[o], then W[o] again), if every value of W is a half, so
+ * that the tensor-core product is as exact as SGEMM (the header). Returns whether it wrote h2. */
+static bool unpack(float *dst, __half *h2, Packed packed, int n_in, int n_out) {
+    bool halves = h2 != NULL;
+    for (int o = 0; o < n_out; o++) {
+        /* a row's values are evenly spaced in its panel */
+        size_t at = matmul_packed_index(n_in, o, 0), step = n_in > 1 ? matmul_packed_index(n_in, o, 1) - at : 1;
+        float *row = dst + (size_t)o * n_in;
+        __half *row2 = h2 ? h2 + (size_t)o * 2 * n_in : NULL;
+        for (int i = 0; i < n_in; i++, at += step) {
+            __half v;
+            if (packed.half) {
+                __half_raw raw;
+                raw.x = ((const uint16_t *)packed.p)[at];
+                v = raw;
+                row[i] = __half2float(v);
+            } else {
+                row[i] = ((const float *)packed.p)[at];
+                v = __float2half_rn(row[i]);
+                halves = halves && __half2float(v) == row[i];
+            }
+            if (halves) row2[i] = row2[n_in + i] = v;
+        }
+    }
+    return halves;
 }
 
 static int upload_weights(CudaForward *f, const Model *m) {
     const Config *c = &m->cfg;
     int d = c->d, F = c->d_ff, M = c->n_mix, h = d / 2, N = c->seq_len;
-    size_t per_layer = lin_floats(d, 3 * d) + 3 * d + lin_floats(d, d) + d + 4 * d + lin_floats(d, F) + F +
-                       lin_floats(F, d) + d;
-    size_t total = (size_t)N_TOKENS * h + (size_t)N * h + 2 * d + lin_floats(d, 3 * M) + 3 * M + c->n_layers * per_layer;
-    float *host = (float *)malloc(total * sizeof(float));
+    size_t lins = c->n_layers * (lin_floats(d, 3 * d) + lin_floats(d, d) + lin_floats(d, F) + lin_floats(F, d)) +
+                  lin_floats(d, 3 * M);
+    size_t tensors = 6 + 12 * (size_t)c->n_layers;   /* each starts 16-byte aligned (the small kernel's loads) */
+    size_t total = (size_t)N_TOKENS * h + (size_t)N * h + 2 * d + 3 * M + c->n_layers * (3 * d + d + 4 * d + F + d) + lins +
+                   3 * tensors;
+    /* the halves only where a product can take them: more than 8 rows (else the small kernel);
+     * LINGEN_CUDA_SGEMM=1: SGEMM everywhere */
+    const char *env = getenv("LINGEN_CUDA_SGEMM");
+    bool want = (size_t)f->B * f->T > 8 && !f->tf32 && !(env && *env == '1');
+    float *host = (float *)calloc(total, sizeof(float));
+    __half *host16 = want ? (__half *)malloc(2 * lins * sizeof(__half)) : NULL;
     f->layers = (GpuLayer *)calloc(c->n_layers, sizeof(GpuLayer));
-    if (!host || !f->layers) { free(host); return note(false, "malloc", "out of memory", __FILE__, __LINE__) ? 0 : -1; }
-    if (!CK(cudaMalloc((void **)&f->weights, total * sizeof(float)))) { free(host); return -1; }
-    size_t at = 0;
+    if (!host || (want && !host16) || !f->layers) {
+        free(host); free(host16);
+        return note(false, "malloc", "out of memory", __FILE__, __LINE__) ? 0 : -1;
+    }
+    if (!CK(cudaMalloc((void **)&f->weights, total * sizeof(float))) ||
+        (want && !CK(cudaMalloc((void **)&f->weights16, 2 * lins * sizeof(__half))))) { free(host); free(host16); return -1; }
+    size_t at = 0, at16 = 0;
+    f->halves = want;
     /* copy n floats (or unpack a Linear) into the staging buffer; returns the device address */
-    auto put = [&](const float *src, size_t n) { memcpy(host + at, src, n * sizeof(float)); float *p = f->weights + at; at += n; return p; };
+    auto align = [&]() { at = (at + 3) / 4 * 4; };
+    auto put = [&](const float *src, size_t n) {
+        memcpy(host + at, src, n * sizeof(float)); float *p = f->weights + at; at += n; align(); return p; };
     auto put_lin = [&](Packed packed, int n_in, int n_out) {
-        unpack(host + at, packed, n_in, n_out); float *p = f->weights + at; at += lin_floats(n_in, n_out); return p; };
+        GpuLin g = {f->weights + at, NULL};
+        if (unpack(host + at, want ? host16 + at16 : NULL, packed, n_in, n_out)) {
+            g.h2 = f->weights16 + at16;
+            at16 += 2 * lin_floats(n_in, n_out);
+        } else
+            f->halves = false;
+        at += lin_floats(n_in, n_out);
+        align();
+        return g;
+    };
     f->emb = put(m->emb, (size_t)N_TOKENS * h);
     /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init) */
     f->pe = f->weights + at;
@@ -376,37 +541,40 @@ static int upload_weights(CudaForward *f, const Model *m) {
             if (i + 1 < h) host[at + (size_t)t * h + i + 1] = (float)cos(ang);
         }
     at += (size_t)N * h;
+    align();
     f->norm_w = put(m->norm_w, d);
     f->norm_b = put(m->norm_b, d);
-    f->head_w = put_lin(m->head_w, d, 3 * M);
+    f->head = put_lin(m->head_w, d, 3 * M);
     f->head_b = put(m->head_b, 3 * M);
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &m->layers[l];
         GpuLayer *g = &f->layers[l];
-        g->qkv_w = put_lin(w->qkv_w, d, 3 * d);
+        g->qkv = put_lin(w->qkv_w, d, 3 * d);
         g->qkv_b = put(w->qkv_b, 3 * d);
-        g->out_w = put_lin(w->out_w, d, d);
+        g->out = put_lin(w->out_w, d, d);
         g->out_b = put(w->out_b, d);
         g->n1w = put(w->norm1_w, d);
         g->n1b = put(w->norm1_b, d);
         g->n2w = put(w->norm2_w, d);
         g->n2b = put(w->norm2_b, d);
-        g->ff1_w = put_lin(w->ff1_w, d, F);
+        g->ff1 = put_lin(w->ff1_w, d, F);
         g->ff1_b = put(w->ff1_b, F);
-        g->ff2_w = put_lin(w->ff2_w, F, d);
+        g->ff2 = put_lin(w->ff2_w, F, d);
         g->ff2_b = put(w->ff2_b, d);
     }
-    bool ok = at == total && CK(cudaMemcpy(f->weights, host, total * sizeof(float), cudaMemcpyHostToDevice));
-    if (at != total) note(false, "upload_weights", "size mismatch", __FILE__, __LINE__);
+    bool ok = at <= total && CK(cudaMemcpy(f->weights, host, at * sizeof(float), cudaMemcpyHostToDevice)) &&
+              (!at16 || CK(cudaMemcpy(f->weights16, host16, at16 * sizeof(__half), cudaMemcpyHostToDevice)));
+    if (at > total) note(false, "upload_weights", "size mismatch", __FILE__, __LINE__);
     free(host);
+    free(host16);
     return ok ? 0 : -1;
 }
 
 static void forward_destroy(CudaForward *f) {
     if (!f) return;
     /* frees after a failure too: their own errors would only hide the first one */
-    cudaFree(f->weights); cudaFree(f->x); cudaFree(f->xn); cudaFree(f->qkv); cudaFree(f->att); cudaFree(f->hid);
-    cudaFree(f->out); cudaFree(f->S); cudaFree(f->kc); cudaFree(f->vc); cudaFree(f->tok); cudaFree(f->pos);
+    cudaFree(f->weights); cudaFree(f->weights16); cudaFree(f->x2); cudaFree(f->x); cudaFree(f->xn); cudaFree(f->qkv); cudaFree(f->att); cudaFree(f->hid);
+    cudaFree(f->out); cudaFree(f->S); cudaFree(f->kc); cudaFree(f->vc); cudaFree(f->tok); cudaFree(f->pos); cudaFree(f->counter);
     cudaFree(f->blas_ws);
     if (f->blas) cublasDestroy(f->blas);
     if (f->stream) cudaStreamDestroy(f->stream);
@@ -429,14 +597,18 @@ static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
     if (!ok) note(false, "model", "head width must be 8, 16, 32 or 64 on the GPU", __FILE__, __LINE__);
     ok = ok && (c->d % 2 == 0);
     ok = ok && CK(cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking));
-    ok = ok && CKB(cublasCreate(&f->blas)) && CKB(cublasSetStream(f->blas, f->stream)) &&
+    /* cuBLAS only where a product can use it (its start is a good part of a batch-1 image's time) */
+    bool blas = R > 8 || tf32;
+    ok = ok && (!blas || (CKB(cublasCreate(&f->blas)) && CKB(cublasSetStream(f->blas, f->stream)) &&
          CKB(cublasSetMathMode(f->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) &&
-         CK(cudaMalloc(&f->blas_ws, BLAS_WORKSPACE)) && CKB(cublasSetWorkspace(f->blas, f->blas_ws, BLAS_WORKSPACE));
+         CK(cudaMalloc(&f->blas_ws, BLAS_WORKSPACE)) && CKB(cublasSetWorkspace(f->blas, f->blas_ws, BLAS_WORKSPACE))));
     ok = ok && upload_weights(f, m) == 0;
     ok = ok && CK(cudaMalloc((void **)&f->x, R * d * 4)) && CK(cudaMalloc((void **)&f->xn, R * d * 4)) &&
          CK(cudaMalloc((void **)&f->qkv, R * 3 * d * 4)) && CK(cudaMalloc((void **)&f->att, R * d * 4)) &&
-         CK(cudaMalloc((void **)&f->hid, R * c->d_ff * 4)) && CK(cudaMalloc((void **)&f->out, R * 3 * c->n_mix * 4)) &&
-         CK(cudaMalloc((void **)&f->tok, R * sizeof(int))) && CK(cudaMalloc((void **)&f->pos, sizeof(int)));
+         CK(cudaMalloc((void **)&f->hid, R * c->d_ff * 4)) &&
+         CK(cudaMalloc((void **)&f->x2, R * 2 * ((size_t)c->d_ff > d ? (size_t)c->d_ff : d) * sizeof(__half))) && CK(cudaMalloc((void **)&f->out, R * 3 * c->n_mix * 4)) &&
+         CK(cudaMalloc((void **)&f->tok, R * sizeof(int))) && CK(cudaMalloc((void **)&f->pos, sizeof(int))) &&
+         CK(cudaMalloc((void **)&f->counter, sizeof(unsigned))) && CK(cudaMemset(f->counter, 0, sizeof(unsigned)));
     if (c->attention == ATTN_LINEAR) {
         f->state_floats = L * B * H * (D * D + D);
         ok = ok && CK(cudaMalloc((void **)&f->S, f->state_floats * 4));
@@ -459,23 +631,39 @@ static bool reset(CudaForward *f) {
     return ok;
 }
 
-/* Whether linear() runs the warp-per-output kernel (which can also add a bias and activate). */
+/* Whether linear() runs the warp-per-output kernel, epilogue included. */
 static bool small(const CudaForward *f, int rows) { return rows <= 8 && !f->tf32; }
 
-/* Y[rows, n_out] = X[rows, n_in] W^T (row-major; cuBLAS sees the column-major transposes);
- * with bias (small(f, rows) only): act(Y + bias). */
-static bool linear(CudaForward *f, float *Y, const float *X, const float *W, int rows, int n_in, int n_out,
-                   const float *bias = NULL) {
-    if (small(f, rows)) {
-        int threads = 256, blocks = (n_out * 32 + threads - 1) / threads, g = f->c.gelu;
-        if (rows <= 1) small_linear_kernel<1><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
-        else if (rows <= 4) small_linear_kernel<4><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
-        else small_linear_kernel<8><<<blocks, threads, 0, f->stream>>>(Y, X, W, rows, n_in, n_out, bias, g);
-        return CKL("small_linear_kernel");
-    }
-    if (bias) return note(false, "linear", "bias only on the small path", __FILE__, __LINE__);
-    const float one = 1.0f, zero = 0.0f;
-    return CKB(cublasSgemm(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, n_in, &one, W, n_in, X, n_in, &zero, Y, n_out));
+static Epi epi_act(const CudaForward *f, const float *bias, __half *x2) {
+    Epi e = {};
+    e.kind = EPI_ACT, e.bias = bias, e.gelu = f->c.gelu, e.x2 = x2;
+    return e;
+}
+static Epi epi_head(const CudaForward *f) {
+    Epi e = {};
+    e.kind = EPI_HEAD, e.bias = f->head_b, e.M = f->c.n_mix;
+    return e;
+}
+/* x += y + bias, then (post-norm) x = LN(x) with (w, b); with a final norm fw, also xn = LN(x). */
+static Epi epi_residual(CudaForward *f, const float *bias, const float *w, const float *b, const float *fw, const float *fb,
+                        __half *x2) {
+    Epi e = {};
+    e.kind = EPI_RESIDUAL, e.bias = bias, e.w = w, e.b = b, e.fw = fw, e.fb = fb, e.post = !f->c.pre_norm;
+    e.x = f->x, e.xn = f->xn, e.counter = f->counter, e.x2 = x2;
+    return e;
+}
+
+/* The linear attention of layer l after its qkv product, in the product's last block: a few rows
+ * and heads of width 32 (a warp each). */
+static bool attn_in_product(const CudaForward *f, int rows) {
+    return small(f, rows) && f->c.attention == ATTN_LINEAR && f->c.d_head == 32;
+}
+static Epi epi_attn(CudaForward *f, int l, int T) {
+    Epi e = {};
+    int H = f->c.n_heads, D = f->c.d_head;
+    e.kind = EPI_ATTN, e.bias = f->layers[l].qkv_b, e.counter = f->counter, e.out = f->att, e.H = H, e.T = T;
+    e.S = f->S + (size_t)l * f->B * H * D * D, e.z = f->z + (size_t)l * f->B * H * D;
+    return e;
 }
 
 static bool layernorm(CudaForward *f, float *out, const float *x, const float *w, const float *b, int rows) {
@@ -484,13 +672,47 @@ static bool layernorm(CudaForward *f, float *out, const float *x, const float *w
     return CKL("layernorm_kernel");
 }
 
-static bool residual(CudaForward *f, const float *y, const float *bias, const float *w, const float *b, int rows) {
+/* Y[rows, n_out] = X[rows, n_in] W^T (row-major; cuBLAS sees the column-major transposes), then
+ * the epilogue: in the same launch for a few rows, else in kernels of its own. X = NULL: the
+ * kernel before wrote the input as halves into f->x2 (tensor-core path only). */
+static bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows, int n_in, int n_out, Epi epi = Epi()) {
+    if (small(f, rows)) {
+        int threads = 256, blocks = (n_out * 32 + threads - 1) / threads;   /* 8 warps: RESIDUAL's 8 rows */
+        if (rows <= 1) small_linear_kernel<1><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
+        else if (rows <= 4) small_linear_kernel<4><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
+        else small_linear_kernel<8><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
+        return CKL("small_linear_kernel");
+    }
+    const float one = 1.0f, zero = 0.0f;
+    bool ok;
+    if (W.h2 && !f->tf32) {   /* [hi lo] [W W]^T on the tensor cores, float32 accumulation */
+        size_t n = (size_t)rows * n_in;
+        if (X) split_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(f->x2, X, rows, n_in);
+        ok = CKL("split_kernel") &&
+             CKB(cublasGemmEx(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, 2 * n_in, &one, W.h2, CUDA_R_16F, 2 * n_in,
+                              f->x2, CUDA_R_16F, 2 * n_in, &zero, Y, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+    } else
+        ok = CKB(cublasSgemm(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, n_in, &one, W.w, n_in, X, n_in, &zero, Y, n_out));
+    size_t n = (size_t)rows * n_out;
     int per = LN_THREADS / 32;
-    residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(f->x, y, bias, w, b, rows, f->c.d, !f->c.pre_norm);
-    return CKL("residual_kernel");
+    switch (ok ? epi.kind : EPI_NONE) {
+    case EPI_ACT:
+        activation_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(Y, epi.bias, n, n_out, epi.gelu, epi.x2);
+        return CKL("activation_kernel");
+    case EPI_HEAD:
+        head_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(Y, epi.bias, rows, epi.M);
+        return CKL("head_kernel");
+    case EPI_RESIDUAL:
+        residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(epi.x, Y, epi.bias, epi.w, epi.b, rows,
+                                                                               n_out, epi.post, epi.x2);
+        return CKL("residual_kernel") && (!epi.fw || layernorm(f, epi.xn, epi.x, epi.fw, epi.fb, rows));
+    }
+    return ok;
 }
 
-static bool attention(CudaForward *f, int l, int B, int T) {
+/* out2: the linear attention's output only as the next product's halves (NULL: f->att). */
+static bool attention(CudaForward *f, int l, int B, int T, __half *out2) {
     const Config *c = &f->c;
     int H = c->n_heads, D = c->d_head, N = c->seq_len;
     const float *qb = f->layers[l].qkv_b;
@@ -498,7 +720,7 @@ static bool attention(CudaForward *f, int l, int B, int T) {
         float *S = f->S + (size_t)l * f->B * H * D * D, *z = f->z + (size_t)l * f->B * H * D;
         int pairs = B * H;
 #define LIN(DD) do { constexpr int P = 128 / DD; \
-        linear_attention_kernel<DD><<<(pairs + P - 1) / P, dim3(DD, P), 0, f->stream>>>(S, z, f->qkv, qb, f->att, B, H, T); } while (0)
+        linear_attention_kernel<DD><<<(pairs + P - 1) / P, dim3(DD, P), 0, f->stream>>>(S, z, f->qkv, qb, f->att, out2, B, H, T); } while (0)
         if (D == 8) LIN(8); else if (D == 16) LIN(16); else if (D == 32) LIN(32); else LIN(64);
 #undef LIN
         return CKL("linear_attention_kernel");
@@ -522,27 +744,29 @@ static bool forward(CudaForward *f, int B, int T) {
     bool ok = true;
     embed_kernel<<<rows, 128, 0, f->stream>>>(f->x, f->tok, f->emb, f->pe, f->pos, rows, T, d, c->seq_len);
     ok = ok && CKL("embed_kernel");
+    /* Post-norm on the tensor cores: each kernel before a product writes its input as halves
+     * (the residual, the activation, the linear attention), so no product splits its own. */
+    bool fused = f->halves && !pre && !small(f, rows) && !f->tf32;
+    __half *x2 = fused ? f->x2 : NULL, *att2 = fused && c->attention == ATTN_LINEAR ? f->x2 : NULL;
     for (int l = 0; l < c->n_layers && ok; l++) {
         const GpuLayer *w = &f->layers[l];
         const float *in = f->x;
+        bool last = l == c->n_layers - 1;   /* its residual also takes the final norm */
         if (pre) { ok = ok && layernorm(f, f->xn, f->x, w->n1w, w->n1b, rows); in = f->xn; }
-        ok = ok && linear(f, f->qkv, in, w->qkv_w, rows, d, 3 * d) && attention(f, l, B, T) &&
-             linear(f, f->xn, f->att, w->out_w, rows, d, d) && residual(f, f->xn, w->out_b, w->n1w, w->n1b, rows);
+        if (attn_in_product(f, rows)) ok = ok && linear(f, f->qkv, in, w->qkv, rows, d, 3 * d, epi_attn(f, l, T));
+        else ok = ok && linear(f, f->qkv, x2 && l > 0 ? NULL : in, w->qkv, rows, d, 3 * d) && attention(f, l, B, T, att2);
+        ok = ok &&
+             linear(f, f->xn, att2 ? NULL : f->att, w->out, rows, d, d,
+                    epi_residual(f, w->out_b, w->n1w, w->n1b, NULL, NULL, x2));
         in = f->x;
         if (pre) { ok = ok && layernorm(f, f->xn, f->x, w->n2w, w->n2b, rows); in = f->xn; }
-        size_t n = (size_t)rows * c->d_ff;
-        if (small(f, rows)) ok = ok && linear(f, f->hid, in, w->ff1_w, rows, d, c->d_ff, w->ff1_b);
-        else {
-            ok = ok && linear(f, f->hid, in, w->ff1_w, rows, d, c->d_ff);
-            if (ok) activation_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(f->hid, w->ff1_b, n, c->d_ff, c->gelu);
-            ok = ok && CKL("activation_kernel");
-        }
-        ok = ok && linear(f, f->xn, f->hid, w->ff2_w, rows, c->d_ff, d) &&
-             residual(f, f->xn, w->ff2_b, w->n2w, w->n2b, rows);
+        ok = ok && linear(f, f->hid, x2 ? NULL : in, w->ff1, rows, d, c->d_ff, epi_act(f, w->ff1_b, x2)) &&
+             linear(f, f->xn, x2 ? NULL : f->hid, w->ff2, rows, c->d_ff, d,
+                    epi_residual(f, w->ff2_b, w->n2w, w->n2b, last ? f->norm_w : NULL, last ? f->norm_b : NULL,
+                                 last ? NULL : x2));
     }
-    ok = ok && layernorm(f, f->xn, f->x, f->norm_w, f->norm_b, rows) && linear(f, f->out, f->xn, f->head_w, rows, d, 3 * M);
-    if (ok) head_kernel<<<(rows * 3 * M + 255) / 256, 256, 0, f->stream>>>(f->out, f->head_b, rows, M);
-    ok = ok && CKL("head_kernel");
+    if (c->n_layers == 0) ok = ok && layernorm(f, f->xn, f->x, f->norm_w, f->norm_b, rows);
+    ok = ok && linear(f, f->out, f->xn, f->head, rows, d, 3 * M, epi_head(f));
     if (ok) advance_kernel<<<1, 1, 0, f->stream>>>(f->pos, T);
     return ok && CKL("advance_kernel");
 }
