@@ -1,13 +1,21 @@
 /* The sampling temperature's range, shared by lingen sample and lingen complete. Below 0.01 the
  * draws are already the mixture's most likely component at a near-zero scale; above 100 nearly
- * all mass is in the two open edge bins. NaN fails both comparisons. */
+ * all mass is in the two open edge bins. NaN fails both comparisons. The GPU sampler draws at
+ * T = 1 only. */
 #include <stdio.h>
+#include <string.h>
 
 #include "commands.h"
 
-int cli_check_temperature(const char *cmd, double T) {
-    if (T >= TEMPERATURE_MIN && T <= TEMPERATURE_MAX) return 0;
-    fprintf(stderr, "lingen %s: --temperature %g: must be in %g..%g (1 is the model's distribution)\n", cmd, T,
-            TEMPERATURE_MIN, TEMPERATURE_MAX);
-    return 2;
+int cli_check_temperature(const char *cmd, double T, const char *device) {
+    if (!(T >= TEMPERATURE_MIN && T <= TEMPERATURE_MAX)) {
+        fprintf(stderr, "lingen %s: --temperature %g: must be in %g..%g (1 is the model's distribution)\n", cmd, T,
+                TEMPERATURE_MIN, TEMPERATURE_MAX);
+        return 2;
+    }
+    if (T != 1 && strcmp(device, "cpu")) {
+        fprintf(stderr, "lingen %s: --temperature needs --device cpu\n", cmd);
+        return 2;
+    }
+    return 0;
 }

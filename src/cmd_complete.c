@@ -74,12 +74,8 @@ int cmd_complete(int argc, char **argv) {
                        files, argc, &n_files);
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
-    if (cli_check_temperature("complete", temperature)) { free(files); return 2; }
+    if (cli_check_temperature("complete", temperature, device)) { free(files); return 2; }
     if ((r = device_option(device, "complete", 1))) { free(files); return r; }
-    if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
-        fprintf(stderr, "lingen complete: --temperature needs --device cpu\n"); free(files);
-        return 2;
-    }
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];
     Model m;

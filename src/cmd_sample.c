@@ -98,11 +98,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
         return 2;
     }
-    if (cli_check_temperature("sample", temperature)) return 2;
-    if (temperature != 1 && strcmp(device, "cpu")) {   /* the GPU sampler draws at T = 1 only */
-        fprintf(stderr, "lingen sample: --temperature needs --device cpu\n");
-        return 2;
-    }
+    if (cli_check_temperature("sample", temperature, device)) return 2;
     if (cli_check_ceiling("sample", ceiling)) return 2;
     if ((r = device_option(device, "sample", 1)) == EXIT_USAGE) return r;
     /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the

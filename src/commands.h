@@ -39,5 +39,5 @@ void cli_set_threads(long threads);
 #define TEMPERATURE_MIN 0.01
 #define TEMPERATURE_MAX 100.0
 #define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
-int cli_check_temperature(const char *cmd, double T);
+int cli_check_temperature(const char *cmd, double T, const char *device);
 #endif

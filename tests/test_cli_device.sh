@@ -37,6 +37,12 @@ else
   check "it says why" said "CUDA"
   check "nothing written" [ ! -e "$dir/d.png" ]
 fi
+for c in sample complete; do   # the GPU sampler draws at temperature 1 only
+  lingen $c --device cuda --temperature 0.5 --model $M -o "$dir/t.png"
+  check "$c --device cuda --temperature 0.5: usage error (exit 2)" [ $rc -eq 2 ]
+  check "it says --device cpu is needed" said "needs --device cpu"
+  check "nothing written" [ ! -e "$dir/t.png" ]
+done
 for c in "eval bits-per-dim --limit 1" "complete --index 0" "compare --softmax"; do
   # shellcheck disable=SC2086
   lingen $c --device tpu --model $M
