@@ -80,7 +80,7 @@ void cli_set_threads(long threads) {
     long asked = threads;
     char note[200];
     const char *force = getenv("LINGEN_FORCE_THREADS");
-    threads = reslimits_pick_threads(threads, reslimits_usable_cores(), force && *force && strcmp(force, "0"),
+    threads = reslimits_pick_threads(threads, threads_usable_cores(), force && *force && strcmp(force, "0"),
                                      note, sizeof note);
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
     omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */

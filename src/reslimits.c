@@ -1,9 +1,7 @@
 /* Resource limits: how much memory a run can still get, and whether a batch fits in it; how
- * many cores it may use. */
-#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+ * many threads to run on the cores it may use (threads_usable_cores counts those). */
 #include "reslimits.h"
 
-#include <sched.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -175,13 +173,6 @@ int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t avai
     char one[32];
     human((double)fixed + (double)per_item, one);
     return err_set(e, "%s: needs %s of memory even with --batch 1, but only %s is available", what, one, have);
-}
-
-long reslimits_usable_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? n : 1;
 }
 
 long reslimits_pick_threads(long asked, long cores, int force, char *note, size_t n) {

@@ -26,8 +26,6 @@ int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t avai
 /* The largest b in 0..max_b with fixed + b * per_item <= available. */
 long reslimits_max_batch(size_t fixed, size_t per_item, size_t available, long max_b);
 
-/* Cores this process may run on (its CPU affinity: taskset, cgroup cpusets), at least 1. */
-long reslimits_usable_cores(void);
 /* Threads for a run that asked for `asked` (0: all cores): at most `cores` unless force.
  * When it caps, note (n bytes) says so in one line; else note is "". */
 long reslimits_pick_threads(long asked, long cores, int force, char *note, size_t n);

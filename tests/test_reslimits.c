@@ -1,9 +1,6 @@
 /* Resource limits: the parsers, the batch arithmetic and its messages, and the memory this
  * process can get, under an address-space limit too. */
-#define _GNU_SOURCE   /* sched_setaffinity, sched_getcpu */
 #include "testutil.h"
-
-#include <sched.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,24 +135,6 @@ static void test_pick_threads(void **state) {
     assert_string_equal(note, "");
 }
 
-/* The usable cores are the affinity mask's, not every core online. */
-static void test_usable_cores(void **state) {
-    (void)state;
-    long all = reslimits_usable_cores();
-    assert_true(all >= 1);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(sched_getcpu(), &one);
-        _exit(sched_setaffinity(0, sizeof one, &one) == 0 && reslimits_usable_cores() == 1 ? 0 : 1);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_meminfo),
@@ -165,7 +144,6 @@ int main(void) {
         cmocka_unit_test(test_available_memory),
         cmocka_unit_test(test_resident_bytes),
         cmocka_unit_test(test_pick_threads),
-        cmocka_unit_test(test_usable_cores),
 #ifndef UNDER_ASAN
         cmocka_unit_test(test_rlimit_as),
 #endif

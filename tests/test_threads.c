@@ -3,8 +3,10 @@
  * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items; also in a
  * fork()ed child. The adaptive choice: loops run alone when the other threads only slow them
  * down (as when another program has their cores), and with them when they help. */
+#define _GNU_SOURCE   /* sched_setaffinity, sched_getcpu */
 #include "testutil.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,11 +154,24 @@ static void test_fork(void **state) {
     free(c);
 }
 
+/* The usable cores are the affinity mask's (taskset, cpusets), not every core online; the
+ * default thread count is theirs. */
 static void test_usable_cores(void **state) {
     (void)state;
     int n = threads_usable_cores();
     assert_true(n >= 1);
-    assert_int_equal(threads_set(0), n);   /* the default: the cores this process may use */
+    assert_int_equal(threads_set(0), n);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        _exit(sched_setaffinity(0, sizeof one, &one) == 0 && threads_usable_cores() == 1 ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 int main(void) {
