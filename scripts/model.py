@@ -237,8 +237,11 @@ class Model(nn.Module):
         return torch.cat([self.emb(tokens), pe.expand(tokens.shape[0], T, -1)], -1)
 
     def head_out(self, x):
-        """Final LayerNorm and head: [.., 3M] = mixture logits, means, log-scales (clamped)."""
-        o = self.head(self.norm(x))
+        """Final LayerNorm and head: [.., 3M] = mixture logits, means, log-scales (clamped).
+        Always in float32, also under bf16 autocast: a bf16 mean near +-1 moves in steps of
+        2^-8, a whole bin (half-width 1/255), and MNIST's sharp pixels need it inside the bin."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            o = self.head(self.norm(x.to(self.head.weight.dtype)))
         M = self.cfg.n_mix
         return torch.cat([o[..., :2 * M], o[..., 2 * M:].clamp(min=LOG_SCALE_MIN)], -1)
 

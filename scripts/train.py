@@ -1,7 +1,7 @@
 """Train a lingen model (MNIST or CIFAR-10, linear or softmax attention) on one GPU or,
 data-parallel, on all the GPUs of a host.
 
-The default recipe: AdamW, bf16 autocast, gradient clipping at global norm --clip, a
+The default recipe: AdamW, bf16 autocast (the head in float32), gradient clipping at global norm --clip, a
 warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant, then a
 linear decay to zero over the last --decay fraction of the budget), the training images
 shuffled every epoch, and an exponential moving average of the weights (--ema). The paper's
@@ -85,6 +85,8 @@ def parse_args():
                     help="skip the final evaluation of the unrounded float32 weights (saves GPU time)")
     ap.add_argument("--limit", type=int, default=0, help="use only this many training images")
     ap.add_argument("--tiny", action="store_true", help="tiny config (2 layers, d=32) for smoke tests")
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                    help="on the GPU: bf16 autocast (the head stays float32) or float32 throughout (the paper's)")
     ap.add_argument("--mixed-attention", action="store_true",
                     help="linear attention's products in bf16, its phi and sums in float32 (model.py)")
     ap.add_argument("--chunk", type=int, default=64, help="linear attention's chunk length (model.py)")
@@ -347,7 +349,7 @@ def recipe(a, cfg, world, batch, graphed, weights):
     text = (f"{name}(lr={a.lr}, betas=({b1},{b2}), wd={a.wd}{' decoupled' if a.optimizer == 'radam' else ''}), "
             f"batch {batch * world}{f' ({world} processes x {batch})' if world > 1 else ''}, "
             + (f"warmup {a.warmup}, decay {a.decay}" if a.schedule == "wsd" else "constant lr")
-            + f", dropout {a.dropout}, bf16 autocast"
+            + f", dropout {a.dropout}, " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
             + (" (linear attention mixed)" if a.mixed_attention and linear else "")
             + (f", chunk {a.chunk}" if a.chunk != 64 else "")
             + (f", clip {a.clip}{' per tensor' if a.clip_mode == 'per-tensor' else ''}" if a.clip > 0 else
@@ -388,7 +390,7 @@ def main():
     a = parse_args()
     rank, world, dev = setup_distributed(a)
     torch.manual_seed(a.seed)
-    amp = dev.type == "cuda"
+    amp = dev.type == "cuda" and a.precision == "bf16"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 evaluation must be fp32
     torch.backends.cudnn.allow_tf32 = False
 

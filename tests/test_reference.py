@@ -58,6 +58,21 @@ class Reference(unittest.TestCase):
         self.assertEqual(out.dtype, torch.float32)
         self.assertTrue(torch.equal(out, ref))
 
+    def test_head_stays_float32_under_bf16_autocast(self):
+        # the head's means must resolve a bin (half-width 1/255), finer than bf16's 2^-8 near 1
+        torch.manual_seed(4)
+        m = Model(Config(attention="linear", **TINY)).eval()
+        x = torch.randn(2, 5, m.cfg.d)
+        with torch.no_grad():
+            ref = m.head_out(x)
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                out = m.head_out(x.bfloat16())
+                whole = m(torch.randint(0, 257, (2, 5)))
+        self.assertEqual(out.dtype, torch.float32)
+        self.assertEqual(whole.dtype, torch.float32)
+        self.assertTrue(torch.equal(out, m.head_out(x.bfloat16().float())))
+        self.assertLess((out - ref).abs().max().item(), 0.1)
+
     def test_mixed_linear_attention_under_bf16_autocast(self):
         # the training option: bf16 products, float32 phi and sums. Mostly negative q, k make
         # phi small, where elu(u) + 1 taken in bf16 cancels (error 1.8 here; float32 phi: 0.012)
