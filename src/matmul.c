@@ -95,6 +95,13 @@ static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps
     return (Prefetch){p ? p + (l0 << 6) : NULL, (int)(l1 - l0 < most ? l1 - l0 : most)};
 }
 
+#if SIMD
+/* Values k .. k + VW - 1 of a panel of floats or of halves (half, a constant), as floats. */
+static inline __attribute__((always_inline)) vec panel_vec(const int half, const void *W, size_t k) {
+    return half ? vload_half((const uint16_t *)W + k) : vload((const float *)W + k);
+}
+#endif
+
 /* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR),
  * the panel's values floats or halves (half). R and half are constants at every call site, so
  * the loops over r unroll, the accumulators stay in registers and the load is the one needed. The loop over i runs in segments, one line of f and of g prefetched per
@@ -102,8 +109,6 @@ static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps
 static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
                                                         const float *x, int ldx, const void *Wp, int n_in,
                                                         const float *b, Prefetch f, Prefetch g) {
-    const float *Wf = Wp;
-    const uint16_t *Wh = Wp;
     int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
@@ -117,8 +122,7 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
         if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
         for (int end = s + 1 >= nseg ? n_in : i + len; i < end; i++) {
 #if SIMD
-            vec w0 = half ? vload_half(Wh + (size_t)i * NR) : vload(Wf + (size_t)i * NR);
-            vec w1 = half ? vload_half(Wh + (size_t)i * NR + VW) : vload(Wf + (size_t)i * NR + VW);
+            vec w0 = panel_vec(half, Wp, (size_t)i * NR), w1 = panel_vec(half, Wp, (size_t)i * NR + VW);
             for (int r = 0; r < R; r++) {
                 vec xr = vbroadcast(x + (size_t)r * ldx + i);
                 lo[r] = vfma(xr, w0, lo[r]);
@@ -126,7 +130,8 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
             }
 #else
             float w[NR];
-            for (int j = 0; j < NR; j++) w[j] = half ? half_to_float(Wh[(size_t)i * NR + j]) : Wf[(size_t)i * NR + j];
+            for (int j = 0; j < NR; j++)
+                w[j] = half ? half_to_float(((const uint16_t *)Wp)[(size_t)i * NR + j]) : ((const float *)Wp)[(size_t)i * NR + j];
             for (int r = 0; r < R; r++)
                 for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * w[j];
 #endif
@@ -199,8 +204,7 @@ static inline __attribute__((always_inline)) void tile_group(const int R, const 
     for (int i = 0; i < n_in; i++)
         for (int g = 0; g < G; g++) {
             const char *w = Wp + g * stride;
-            vec w0 = half ? vload_half((const uint16_t *)w + (size_t)i * NR) : vload((const float *)w + (size_t)i * NR);
-            vec w1 = half ? vload_half((const uint16_t *)w + (size_t)i * NR + VW) : vload((const float *)w + (size_t)i * NR + VW);
+            vec w0 = panel_vec(half, w, (size_t)i * NR), w1 = panel_vec(half, w, (size_t)i * NR + VW);
             for (int r = 0; r < R; r++) {
                 vec xr = vbroadcast(x + (size_t)r * ldx + i);
                 lo[g * R + r] = vfma(xr, w0, lo[g * R + r]);
@@ -220,14 +224,10 @@ static int group_max(int rows) { return rows <= 2 ? GROUP_ACC / (2 * rows) : 1; 
 /* rows (1 or 2) x G whole panels from Wp on; G and rows, as constants, pick the instance. */
 static void panels_group(float *out, int ldo, const float *x, int ldx, Packed Wp, size_t stride, int n_in,
                          const float *b, int rows, int G) {
-#define GROUP(R, GG) if ((GG) * 2 * (R) <= GROUP_ACC) tile_group(R, HALF, GG, out, ldo, x, ldx, Wp.p, stride, n_in, b)
-#define GROUPS(R) switch (G) { case 2: GROUP(R, 2); break; case 4: GROUP(R, 4); break; default: GROUP(R, 8); break; }
-#define HALF 1
-    if (Wp.half) { if (rows == 1) GROUPS(1) else GROUPS(2) }
-#undef HALF
-#define HALF 0
-    else { if (rows == 1) GROUPS(1) else GROUPS(2) }
-#undef HALF
+#define GROUP(H, R, GG) if ((GG) * 2 * (R) <= GROUP_ACC) tile_group(R, H, GG, out, ldo, x, ldx, Wp.p, stride, n_in, b)
+#define GROUPS(H, R) switch (G) { case 2: GROUP(H, R, 2); break; case 4: GROUP(H, R, 4); break; default: GROUP(H, R, 8); break; }
+    if (Wp.half) { if (rows == 1) GROUPS(1, 1) else GROUPS(1, 2) }
+    else { if (rows == 1) GROUPS(0, 1) else GROUPS(0, 2) }
 #undef GROUPS
 #undef GROUP
 }
