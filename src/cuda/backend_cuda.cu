@@ -136,29 +136,43 @@ __device__ __forceinline__ void put_split(__half *row2, int n, int c, float v) {
     row2[n + c] = __float2half_rn(v - __half2float(hi));
 }
 
-/* x += y + bias, then (post-norm) x = LN(x); with x2, also x as the next product's halves. */
-__global__ void residual_kernel(float *x, const float *y, const float *bias, const float *w, const float *b,
-                                int rows, int d, int post, __half *x2) {
-    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    float *xr = x + (size_t)r * d;
-    const float *yr = y + (size_t)r * d;
-    for (int i = lane; i < d; i += 32) xr[i] += yr[i] + bias[i];
+/* One warp, one row of d: x += y + bias, then (post-norm) x = LN(x) with (w, b); with x2r also
+ * x as the next product's halves; with fw, also xn = LN_final(x). y is read through L2
+ * (__ldcg): other blocks of a product wrote it. */
+__device__ void residual_row(float *xr, const float *yr, const float *bias, const float *w, const float *b, int d,
+                             int post, __half *x2r, const float *fw, const float *fb, float *xnr, int lane) {
+    for (int i = lane; i < d; i += 32) xr[i] += __ldcg(yr + i) + bias[i];
     __syncwarp();
     if (post) ln_row(xr, xr, w, b, d, lane);
     __syncwarp();
-    if (x2)
-        for (int i = lane; i < d; i += 32) put_split(x2 + (size_t)r * 2 * d, d, i, xr[i]);
+    if (x2r)
+        for (int i = lane; i < d; i += 32) put_split(x2r, d, i, xr[i]);
+    if (fw) ln_row(xnr, xr, fw, fb, d, lane);
+}
+
+/* residual_row for every row, a warp each. */
+__global__ void residual_kernel(float *x, const float *y, const float *bias, const float *w, const float *b,
+                                int rows, int d, int post, __half *x2, const float *fw, const float *fb, float *xn) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (r >= rows) return;
+    size_t at = (size_t)r * d;
+    residual_row(x + at, y + at, bias, w, b, d, post, x2 ? x2 + 2 * at : NULL, fw, fb, xn ? xn + at : NULL,
+                 threadIdx.x & 31);
 }
 
 __device__ __forceinline__ float activate(float v, int gelu);
-/* h = act(h + bias): relu, or the exact gelu; with x2, written there as halves instead. */
-__global__ void activation_kernel(float *h, const float *bias, size_t n, int dff, int gelu, __half *x2) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float v = activate(h[i] + bias[i % dff], gelu);
-    if (x2) put_split(x2 + i / dff * 2 * dff, dff, (int)(i % dff), v);
-    else h[i] = v;
+/* h = act(h + bias): relu, or the exact gelu; with x2, written there as halves instead. Column
+ * c of row blockIdx.y (and every gridDim.y-th row after): no division to find them. */
+__global__ void activation_kernel(float *h, const float *bias, int rows, int dff, int gelu, __half *x2) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= dff) return;
+    float bc = bias[c];
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        size_t at = (size_t)r * dff;
+        float v = activate(h[at + c] + bc, gelu);
+        if (x2) put_split(x2 + 2 * at, dff, c, v);
+        else h[at + c] = v;
+    }
 }
 
 /* out += bias; log-scales clamped below. */
@@ -278,13 +292,9 @@ __global__ void small_linear_kernel(float *Y, const float *X, const float *W, in
         return;
     }
     if (r < rows) {
-        float *xr = epi.x + (size_t)r * n_out;
-        const float *yr = Y + (size_t)r * n_out;
-        for (int i = lane; i < n_out; i += 32) xr[i] += __ldcg(yr + i) + epi.bias[i];   /* L2: other blocks' */
-        __syncwarp();
-        if (epi.post) ln_row(xr, xr, epi.w, epi.b, n_out, lane);
-        __syncwarp();
-        if (epi.fw) ln_row(epi.xn + (size_t)r * n_out, xr, epi.fw, epi.fb, n_out, lane);
+        size_t at = (size_t)r * n_out;
+        residual_row(epi.x + at, Y + at, epi.bias, epi.w, epi.b, n_out, epi.post, NULL, epi.fw, epi.fb,
+                     epi.fw ? epi.xn + at : NULL, lane);
     }
     if (threadIdx.x == 0) *epi.counter = 0;
 }
@@ -465,108 +475,125 @@ struct CudaForward {
 
 static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
 
-/* The model's packed panels back to PyTorch's row-major [n_out, n_in] floats in dst; with h2,
- * also [W W] as halves there (row o: W[o], then W[o] again), if every value of W is a half, so
- * that the tensor-core product is as exact as SGEMM (the header). Returns whether it wrote h2. */
-static bool unpack(float *dst, __half *h2, Packed packed, int n_in, int n_out) {
-    bool halves = h2 != NULL;
-    for (int o = 0; o < n_out; o++) {
-        /* a row's values are evenly spaced in its panel */
-        size_t at = matmul_packed_index(n_in, o, 0), step = n_in > 1 ? matmul_packed_index(n_in, o, 1) - at : 1;
-        float *row = dst + (size_t)o * n_in;
-        __half *row2 = h2 ? h2 + (size_t)o * 2 * n_in : NULL;
-        for (int i = 0; i < n_in; i++, at += step) {
-            __half v;
-            if (packed.half) {
-                __half_raw raw;
-                raw.x = ((const uint16_t *)packed.p)[at];
-                v = raw;
-                row[i] = __half2float(v);
-            } else {
-                row[i] = ((const float *)packed.p)[at];
-                v = __float2half_rn(row[i]);
-                halves = halves && __half2float(v) == row[i];
-            }
-            if (halves) row2[i] = row2[n_in + i] = v;
-        }
+/* The model's packed panels (matmul.h, NR columns a panel) back to PyTorch's row-major
+ * [n_out, n_in] floats in dst; with h2, also [W W] as halves there (row o: W[o], then W[o]
+ * again), so that the tensor-core product is as exact as SGEMM (the header). A float weight
+ * that is not a half clears *all_halves. On the GPU: the host only copies the panels. */
+__global__ void unpack_kernel(float *dst, __half *h2, const void *src, int half, int nr, int n_in, int n_out,
+                              int *all_halves) {
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (size_t)n_in * n_out) return;
+    int o = (int)(k / n_in), i = (int)(k % n_in);
+    size_t at = ((size_t)(o / nr) * n_in + i) * nr + o % nr;   /* matmul_packed_index */
+    float v;
+    __half hv;
+    if (half) {
+        __half_raw raw;
+        raw.x = ((const unsigned short *)src)[at];
+        hv = raw;
+        v = __half2float(hv);
+    } else {
+        v = ((const float *)src)[at];
+        hv = __float2half_rn(v);
+        if (__half2float(hv) != v) *all_halves = 0;
     }
-    return halves;
+    dst[k] = v;
+    if (h2) h2[(size_t)o * 2 * n_in + i] = h2[(size_t)o * 2 * n_in + n_in + i] = hv;
+}
+
+/* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init). */
+__global__ void pe_kernel(float *pe, int N, int h) {
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (size_t)N * h) return;
+    int t = (int)(k / h), i = (int)(k % h), i2 = i & ~1;
+    double ang = t / pow(10000.0, (double)i2 / h);
+    pe[k] = (float)(i & 1 ? cos(ang) : sin(ang));
 }
 
 static int upload_weights(CudaForward *f, const Model *m) {
     const Config *c = &m->cfg;
-    int d = c->d, F = c->d_ff, M = c->n_mix, h = d / 2, N = c->seq_len;
-    size_t lins = c->n_layers * (lin_floats(d, 3 * d) + lin_floats(d, d) + lin_floats(d, F) + lin_floats(F, d)) +
-                  lin_floats(d, 3 * M);
-    size_t tensors = 6 + 12 * (size_t)c->n_layers;   /* each starts 16-byte aligned (the small kernel's loads) */
-    size_t total = (size_t)N_TOKENS * h + (size_t)N * h + 2 * d + 3 * M + c->n_layers * (3 * d + d + 4 * d + F + d) + lins +
-                   3 * tensors;
+    int d = c->d, F = c->d_ff, M = c->n_mix, h = d / 2, N = c->seq_len, L = c->n_layers, n_lin = 4 * L + 1;
+    /* f->weights: the small tensors (embedding, norms, biases; each 16-byte aligned for the small
+     * kernel's loads), then the position code, then the Linears; the first part is staged in host
+     * and goes up in one copy, the others are computed on the GPU */
+    size_t small = (size_t)N_TOKENS * h + 2 * d + 3 * M + (size_t)L * (3 * d + d + 4 * d + F + d) + 3 * (6 + 12 * (size_t)L);
+    size_t lins = L * (lin_floats(d, 3 * d) + lin_floats(d, d) + lin_floats(d, F) + lin_floats(F, d)) + lin_floats(d, 3 * M);
+    size_t total = small + (size_t)N * h + 3 + lins + 3 * (size_t)n_lin;
     /* the halves only where a product can take them: more than 8 rows (else the small kernel);
      * LINGEN_CUDA_SGEMM=1: SGEMM everywhere */
     const char *env = getenv("LINGEN_CUDA_SGEMM");
     bool want = (size_t)f->B * f->T > 8 && !f->tf32 && !(env && *env == '1');
-    float *host = (float *)calloc(total, sizeof(float));
-    __half *host16 = want ? (__half *)malloc(2 * lins * sizeof(__half)) : NULL;
-    f->layers = (GpuLayer *)calloc(c->n_layers, sizeof(GpuLayer));
-    if (!host || (want && !host16) || !f->layers) {
-        free(host); free(host16);
+    size_t biggest = 0;   /* floats of the largest Linear's panels */
+    int shapes[5][2] = {{d, 3 * d}, {d, d}, {d, F}, {F, d}, {d, 3 * M}};
+    for (int k = 0; k < 5; k++) {
+        size_t v = matmul_packed_values(shapes[k][0], shapes[k][1]);
+        biggest = v > biggest ? v : biggest;
+    }
+    float *host = (float *)malloc(small * sizeof(float));
+    int *flags_host = (int *)malloc(n_lin * sizeof(int)), *flags = NULL;
+    GpuLin **lin_of = (GpuLin **)malloc(n_lin * sizeof(GpuLin *));
+    f->layers = (GpuLayer *)calloc(L, sizeof(GpuLayer));
+    if (!host || !flags_host || !lin_of || !f->layers) {
+        free(host), free(flags_host), free(lin_of);
         return note(false, "malloc", "out of memory", __FILE__, __LINE__) ? 0 : -1;
     }
-    if (!CK(cudaMalloc((void **)&f->weights, total * sizeof(float))) ||
-        (want && !CK(cudaMalloc((void **)&f->weights16, 2 * lins * sizeof(__half))))) { free(host); free(host16); return -1; }
-    size_t at = 0, at16 = 0;
-    f->halves = want;
-    /* copy n floats (or unpack a Linear) into the staging buffer; returns the device address */
-    auto align = [&]() { at = (at + 3) / 4 * 4; };
-    auto put = [&](const float *src, size_t n) {
-        memcpy(host + at, src, n * sizeof(float)); float *p = f->weights + at; at += n; align(); return p; };
-    auto put_lin = [&](Packed packed, int n_in, int n_out) {
-        GpuLin g = {f->weights + at, NULL};
-        if (unpack(host + at, want ? host16 + at16 : NULL, packed, n_in, n_out)) {
-            g.h2 = f->weights16 + at16;
-            at16 += 2 * lin_floats(n_in, n_out);
-        } else
-            f->halves = false;
-        at += lin_floats(n_in, n_out);
-        align();
-        return g;
+    void *panels = NULL;   /* one Linear's panels at a time */
+    bool ok = CK(cudaMalloc((void **)&f->weights, total * sizeof(float))) &&
+              (!want || CK(cudaMalloc((void **)&f->weights16, 2 * lins * sizeof(__half)))) &&
+              CK(cudaMalloc(&panels, biggest * sizeof(float))) && CK(cudaMalloc((void **)&flags, n_lin * sizeof(int)));
+    for (int k = 0; k < n_lin; k++) flags_host[k] = 1;
+    ok = ok && CK(cudaMemcpy(flags, flags_host, n_lin * sizeof(int), cudaMemcpyHostToDevice));
+    size_t at = 0, at_lin = (small + (size_t)N * h + 3) / 4 * 4, at16 = 0;
+    int lin = 0;
+    auto put = [&](const float *src, size_t n) {   /* a small tensor, staged */
+        if (at + n <= small) memcpy(host + at, src, n * sizeof(float));
+        float *p = f->weights + at;
+        at = (at + n + 3) / 4 * 4;
+        return p;
+    };
+    auto put_lin = [&](GpuLin *g, Packed packed, int n_in, int n_out) {   /* a Linear: its panels, unpacked there */
+        size_t n = lin_floats(n_in, n_out);
+        g->w = f->weights + at_lin;
+        g->h2 = want ? f->weights16 + at16 : NULL;
+        ok = ok && CK(cudaMemcpy(panels, packed.p, matmul_packed_values(n_in, n_out) * (packed.half ? 2 : 4),
+                                 cudaMemcpyHostToDevice));
+        if (ok) unpack_kernel<<<(unsigned)((n + 255) / 256), 256>>>(g->w, g->h2, panels, packed.half, MATMUL_NR, n_in,
+                                                                     n_out, flags + lin);
+        ok = ok && CKL("unpack_kernel");
+        lin_of[lin++] = g;
+        at_lin = (at_lin + n + 3) / 4 * 4, at16 += want ? 2 * n : 0;
     };
     f->emb = put(m->emb, (size_t)N_TOKENS * h);
-    /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init) */
-    f->pe = f->weights + at;
-    for (int t = 0; t < N; t++)
-        for (int i = 0; i < h; i += 2) {
-            double ang = t / pow(10000.0, (double)i / h);
-            host[at + (size_t)t * h + i] = (float)sin(ang);
-            if (i + 1 < h) host[at + (size_t)t * h + i + 1] = (float)cos(ang);
-        }
-    at += (size_t)N * h;
-    align();
     f->norm_w = put(m->norm_w, d);
     f->norm_b = put(m->norm_b, d);
-    f->head = put_lin(m->head_w, d, 3 * M);
+    put_lin(&f->head, m->head_w, d, 3 * M);
     f->head_b = put(m->head_b, 3 * M);
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
         GpuLayer *g = &f->layers[l];
-        g->qkv = put_lin(w->qkv_w, d, 3 * d);
+        put_lin(&g->qkv, w->qkv_w, d, 3 * d);
         g->qkv_b = put(w->qkv_b, 3 * d);
-        g->out = put_lin(w->out_w, d, d);
+        put_lin(&g->out, w->out_w, d, d);
         g->out_b = put(w->out_b, d);
         g->n1w = put(w->norm1_w, d);
         g->n1b = put(w->norm1_b, d);
         g->n2w = put(w->norm2_w, d);
         g->n2b = put(w->norm2_b, d);
-        g->ff1 = put_lin(w->ff1_w, d, F);
+        put_lin(&g->ff1, w->ff1_w, d, F);
         g->ff1_b = put(w->ff1_b, F);
-        g->ff2 = put_lin(w->ff2_w, F, d);
+        put_lin(&g->ff2, w->ff2_w, F, d);
         g->ff2_b = put(w->ff2_b, d);
     }
-    bool ok = at <= total && CK(cudaMemcpy(f->weights, host, at * sizeof(float), cudaMemcpyHostToDevice)) &&
-              (!at16 || CK(cudaMemcpy(f->weights16, host16, at16 * sizeof(__half), cudaMemcpyHostToDevice)));
-    if (at > total) note(false, "upload_weights", "size mismatch", __FILE__, __LINE__);
-    free(host);
-    free(host16);
+    f->pe = f->weights + small;
+    if (ok) pe_kernel<<<(unsigned)(((size_t)N * h + 255) / 256), 256>>>(f->pe, N, h);
+    if (at > small || at_lin > total) ok = note(false, "upload_weights", "size mismatch", __FILE__, __LINE__);
+    ok = ok && CKL("pe_kernel") && CK(cudaMemcpy(f->weights, host, at * sizeof(float), cudaMemcpyHostToDevice)) &&
+         CK(cudaMemcpy(flags_host, flags, n_lin * sizeof(int), cudaMemcpyDeviceToHost));   /* waits for the kernels */
+    f->halves = want;
+    for (int k = 0; ok && k < lin; k++)   /* a float weight that is not all halves: SGEMM */
+        if (!flags_host[k]) lin_of[k]->h2 = NULL, f->halves = false;
+    cudaFree(panels), cudaFree(flags);
+    free(host), free(flags_host), free(lin_of);
     return ok ? 0 : -1;
 }
 
@@ -698,15 +725,16 @@ static bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows,
     int per = LN_THREADS / 32;
     switch (ok ? epi.kind : EPI_NONE) {
     case EPI_ACT:
-        activation_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(Y, epi.bias, n, n_out, epi.gelu, epi.x2);
+        activation_kernel<<<dim3((n_out + 255) / 256, rows < 65535 ? rows : 65535), 256, 0, f->stream>>>(
+            Y, epi.bias, rows, n_out, epi.gelu, epi.x2);
         return CKL("activation_kernel");
     case EPI_HEAD:
         head_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(Y, epi.bias, rows, epi.M);
         return CKL("head_kernel");
     case EPI_RESIDUAL:
-        residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(epi.x, Y, epi.bias, epi.w, epi.b, rows,
-                                                                               n_out, epi.post, epi.x2);
-        return CKL("residual_kernel") && (!epi.fw || layernorm(f, epi.xn, epi.x, epi.fw, epi.fb, rows));
+        residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(
+            epi.x, Y, epi.bias, epi.w, epi.b, rows, n_out, epi.post, epi.x2, epi.fw, epi.fb, epi.xn);
+        return CKL("residual_kernel");
     }
     return ok;
 }
