@@ -1,8 +1,9 @@
 /* The CUDA backend against the CPU engine and the PyTorch reference, on one GPU:
  *   1. head outputs of the golden fixtures (scripts/make_fixtures.py) to 1e-4 in step form,
  *      parallel form, prefill-then-steps and mixed pieces, against the reference and the CPU;
- *   2. bits/dim of test images (parallel and step form) equal to the CPU's to 1e-4: 100 MNIST
- *      and 10 CIFAR-10 images (4 for the CIFAR-10 softmax model, the CPU's slowest);
+ *   2. bits/dim of test images (parallel and step form) equal to the CPU's to 1e-4, each image
+ *      to 3e-4: 100 MNIST and 10 CIFAR-10 images (4 for the CIFAR-10 softmax model, the CPU's
+ *      slowest);
  *   3. the GPU sampler: the same draws as dmol_sample from the same streams, and a chi-square
  *      test of its draws against dmol_pmf (with a control that the test rejects a wrong PMF);
  *   4. generate() and a completion on the GPU against the CPU (same streams: near-identical);
@@ -28,6 +29,10 @@
 #include "transformer.h"
 
 #define TOL 1e-4
+/* One image's bits/dim: the sharpest model (cifar-softmax.bin) moves an image's figure by about
+ * 1e-4 with the order of float32 sums alone (its CPU mean over 4 images moved by 1.7e-5 between
+ * runs on 8 and on 32 cores); TF32 products, a real loss of precision, move it by 1.4e-3. */
+#define IMAGE_TOL 3e-4
 
 static int n_failed, n_checks;
 static const char *root = ".";
@@ -203,8 +208,9 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
         }
         mean_and_stderr(cpu, ds.n, &mc, &se);
         mean_and_stderr(gpu, ds.n, &mg, &se);
-        check(worst <= TOL && ds.n == n_imgs, label, "CPU %.6f GPU %.6f, max per-image diff %.2e (%d images; CPU %.2f s, GPU %.2f s)",
-              mc, mg, worst, ds.n, t_cpu, t_gpu);
+        check(fabs(mc - mg) <= TOL && worst <= IMAGE_TOL && ds.n == n_imgs, label,
+              "CPU %.6f GPU %.6f, max per-image diff %.2e (%d images; CPU %.2f s, GPU %.2f s)", mc, mg, worst, ds.n,
+              t_cpu, t_gpu);
         if (!step_form) {   /* not a check: how far TF32 tensor cores (LINGEN_CUDA_TF32) would move it */
             setenv("LINGEN_CUDA_TF32", "1", 1);
             device_select(DEVICE_CUDA, 0, &e);
