@@ -135,10 +135,12 @@ void compare_print(FILE *f, const Comparison *c) {
         fprintf(f, "%s %s %s -> %s", r ? ";" : "", r ? "softmax KV cache" : "linear RNN",
                 fmt_bytes(a, sizeof a, first), fmt_bytes(b, sizeof b, last));
     }
-    fprintf(f, "\nsgemm ceiling: 1024^3 sgemm at %.1f GFLOP/s (%d threads) / %.2f GFLOP per image = %s images/s;\n"
-               "  RNN mode reaches %.1f%% of it.\n",
-            c->sgemm_gflops, c->threads, c->flops_per_image / 1e9, fmt_num(a, sizeof a, c->ceiling_ips),
-            100 * c->ceiling_fraction);
+    fprintf(f, "\n");
+    if (c->sgemm_gflops > 0)   /* measured on the CPU runs only */
+        fprintf(f, "sgemm ceiling: 1024^3 sgemm at %.1f GFLOP/s (%d threads) / %.2f GFLOP per image = %s images/s;\n"
+                   "  RNN mode reaches %.1f%% of it.\n",
+                c->sgemm_gflops, c->threads, c->flops_per_image / 1e9, fmt_num(a, sizeof a, c->ceiling_ips),
+                100 * c->ceiling_fraction);
     const PaperFigure *ps = paper_figure(c->dataset, ATTN_SOFTMAX), *pl = paper_figure(c->dataset, ATTN_LINEAR);
     if (ps && pl)
         fprintf(f, "paper (on a GPU, tables 1-2): softmax %g bits/dim, %g images/s; linear %g bits/dim, %g images/s:\n"
@@ -195,13 +197,15 @@ static cJSON *comparison_json(const Comparison *c) {
     cJSON_AddStringToObject(o, "recompute_method",
                             "a full forward over the prefix (length t+1) timed at the sampled positions t; "
                             "linear interpolation between them summed over all positions (trapezoid rule)");
-    cJSON *sg = cJSON_AddObjectToObject(o, "sgemm");
-    cJSON_AddNumberToObject(sg, "gflops", c->sgemm_gflops);
-    cJSON_AddNumberToObject(sg, "size", 1024);
-    cJSON *ceil = cJSON_AddObjectToObject(o, "ceiling");
-    cJSON_AddNumberToObject(ceil, "flops_per_image", c->flops_per_image);
-    cJSON_AddNumberToObject(ceil, "images_per_s", c->ceiling_ips);
-    cJSON_AddNumberToObject(ceil, "rnn_fraction", c->ceiling_fraction);
+    if (c->sgemm_gflops > 0) {
+        cJSON *sg = cJSON_AddObjectToObject(o, "sgemm");
+        cJSON_AddNumberToObject(sg, "gflops", c->sgemm_gflops);
+        cJSON_AddNumberToObject(sg, "size", 1024);
+        cJSON *ceil = cJSON_AddObjectToObject(o, "ceiling");
+        cJSON_AddNumberToObject(ceil, "flops_per_image", c->flops_per_image);
+        cJSON_AddNumberToObject(ceil, "images_per_s", c->ceiling_ips);
+        cJSON_AddNumberToObject(ceil, "rnn_fraction", c->ceiling_fraction);
+    }
     const PaperFigure *ps = paper_figure(c->dataset, ATTN_SOFTMAX), *pl = paper_figure(c->dataset, ATTN_LINEAR);
     if (ps && pl) {
         cJSON *pj = cJSON_AddObjectToObject(o, "paper");

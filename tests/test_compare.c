@@ -164,6 +164,40 @@ static void test_print(void **state) {
     free(buf);
 }
 
+/* A GPU run measures no sgemm: its table and JSON name no ceiling (a CPU figure would read as
+ * a percentage far over 100). */
+static void test_no_ceiling_without_sgemm(void **state) {
+    (void)state;
+    Comparison c = made_up();
+    c.sgemm_gflops = 0;
+    compare_finish(&c);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    compare_print(f, &c);
+    fclose(f);
+    assert_null(strstr(buf, "ceiling"));
+    assert_non_null(strstr(buf, "142.8 images/s"));   /* the rest is printed */
+    free(buf);
+    char path[] = "/tmp/lingen-test-compare-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    Err e;
+    assert_int_equal(compare_write_json(&c, path, &e), 0);
+    unsigned char *text = read_file(path, &len, &e);
+    unlink(path);
+    assert_non_null(text);
+    cJSON *o = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    assert_non_null(o);
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "ceiling"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "sgemm"));
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(o, "rows"));
+    cJSON_Delete(o);
+}
+
 static const cJSON *get(const cJSON *o, const char *key, cJSON_bool (*is)(const cJSON *)) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || !is(v)) fail_msg("JSON key '%s' missing or of the wrong type", key);
@@ -258,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_finish),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_json_shape),
+        cmocka_unit_test(test_no_ceiling_without_sgemm),
         cmocka_unit_test(test_json_unwritable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
