@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU sampling speed, lingen against the strongest PyTorch step, in one run (make bench-cuda):
-# lingen's RNN step (one CUDA graph per step: layers, head, sampler; FP32, and TF32 as a bound)
+# lingen's RNN step (one CUDA graph per step: layers, head, sampler; float32 accuracy)
 # and scripts/bench_torch_cuda.py (the PyTorch model's step, state in place, one CUDA graph,
 # fp32 and bf16 weights) at the same batches, a few hundred steps each; then the batch-1
 # latency of a whole MNIST image, and a table of images/s with lingen's ratio to PyTorch's best.
@@ -17,30 +17,29 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 run() { echo "\$ $*"; "$@" 2>&1 | tee -a "$log"; }
-run "${launch[@]}" "$bin/bench_cuda" "$root/models/mnist.bin" 1 64 1024 4096 16384 --steps "$steps" --tf32 --image
-run "${launch[@]}" "$bin/bench_cuda" "$root/models/cifar.bin" 64 1024 4096 16384 --steps "$steps" --tf32
+run "${launch[@]}" "$bin/bench_cuda" "$root/models/mnist.bin" 1 64 1024 4096 16384 --steps "$steps" --image
+run "${launch[@]}" "$bin/bench_cuda" "$root/models/cifar.bin" 64 1024 4096 16384 --steps "$steps"
 run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/mnist.bin" --batch 1 64 1024 4096 16384 --steps "$steps"
 run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/cifar.bin" --batch 64 1024 4096 16384 --steps "$steps"
 
 echo
-echo "images/s (RNN sampling; lingen FP32 is exact to the CPU's 1e-4, TF32 and bf16 are not)"
+echo "images/s (RNN sampling; lingen FP32 is exact to the CPU's 1e-4, bf16 is not)"
 awk '
-/^lingen-cuda .* batch [0-9]+ (FP32|TF32): [0-9.]+ images\/s/ {
+/^lingen-cuda .* batch [0-9]+ FP32: [0-9.]+ images\/s/ {
     m = $2; sub(/.*\//, "", m); b = $4; k = m " " b; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
-    if ($5 == "FP32:") { lf[k] = $6; lim[k] = "" ; if (match($0, /limit [0-9]+/)) lim[k] = substr($0, RSTART + 6, RLENGTH - 6) }
-    else lt[k] = $6
+    lf[k] = $6; lim[k] = ""; if (match($0, /limit [0-9]+/)) lim[k] = substr($0, RSTART + 6, RLENGTH - 6)
 }
 /^torch-graph .* batch [0-9]+ (fp32|bf16): [0-9.]+ images\/s/ {
     m = $2; sub(/.*\//, "", m); b = $4; k = m " " b; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
     if ($5 == "fp32:") tf[k] = $6; else tb[k] = $6
 }
 END {
-    printf "%-10s %6s %12s %12s %12s %12s %9s %14s\n", "model", "batch", "lingen FP32", "lingen TF32", "torch fp32", "torch bf16", "ratio", "state limit"
+    printf "%-10s %6s %12s %12s %12s %9s %14s\n", "model", "batch", "lingen FP32", "torch fp32", "torch bf16", "ratio", "state limit"
     for (i = 0; i < n; i++) {
         k = order[i]; split(k, p, " ")
         best = tf[k] + 0 > tb[k] + 0 ? tf[k] : tb[k]
         r = best > 0 && lf[k] > 0 ? sprintf("%.2fx", lf[k] / best) : "-"
-        printf "%-10s %6s %12s %12s %12s %12s %9s %14s\n", p[1], p[2], lf[k] ? lf[k] : "-", lt[k] ? lt[k] : "-", tf[k] ? tf[k] : "-", tb[k] ? tb[k] : "-", r, lim[k] ? lim[k] : "-"
+        printf "%-10s %6s %12s %12s %12s %9s %14s\n", p[1], p[2], lf[k] ? lf[k] : "-", tf[k] ? tf[k] : "-", tb[k] ? tb[k] : "-", r, lim[k] ? lim[k] : "-"
     }
     print "ratio: lingen FP32 / the better of torch fp32 and bf16 (whole-step CUDA graph), same batch"
 }' "$log"
