@@ -160,18 +160,96 @@ __global__ void residual_kernel(float *x, const float *y, const float *bias, con
                  threadIdx.x & 31);
 }
 
+/* LN of a row held as V float4s a lane (lane e: float4s e, e + 32, ...), in place; s: this
+ * lane's sum of its values. */
+template <int V>
+__device__ __forceinline__ void ln_row4(float4 (&v)[V], float s, const float *g, const float *c, int lane) {
+    constexpr int d = 128 * V;
+    float mean = warp_sum(s) / d, q = 0;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        float4 t = v[j];
+        q += ((t.x - mean) * (t.x - mean) + (t.y - mean) * (t.y - mean)) +
+             ((t.z - mean) * (t.z - mean) + (t.w - mean) * (t.w - mean));
+    }
+    float inv = 1.0f / sqrtf(warp_sum(q) / d + LN_EPS);
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        int i = lane + 32 * j;
+        float4 t = v[j], gg = ((const float4 *)g)[i], cc = ((const float4 *)c)[i];
+        v[j] = make_float4((t.x - mean) * inv * gg.x + cc.x, (t.y - mean) * inv * gg.y + cc.y,
+                           (t.z - mean) * inv * gg.z + cc.z, (t.w - mean) * inv * gg.w + cc.w);
+    }
+}
+__device__ __forceinline__ float sum4(float4 t) { return (t.x + t.y) + (t.z + t.w); }
+
+/* residual_row for rows of d = 128 V (the large batches' rows), the row in registers: x read
+ * once and written once, 16 bytes at a time. The sums run in another order than
+ * residual_row's: the same to float32 rounding. */
+template <int V>
+__global__ void residual_vec_kernel(float *x, const float *y, const float *bias, const float *w, const float *b,
+                                    int rows, int post, __half *x2, const float *fw, const float *fb, float *xn) {
+    constexpr int d = 128 * V;
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    size_t at = (size_t)r * d;
+    float4 *xr = (float4 *)(x + at), v[V];
+    float s = 0;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        int i = lane + 32 * j;
+        float4 a = xr[i], c = __ldcg((const float4 *)(y + at) + i), e = ((const float4 *)bias)[i];
+        v[j] = make_float4(a.x + (c.x + e.x), a.y + (c.y + e.y), a.z + (c.z + e.z), a.w + (c.w + e.w));
+        s += sum4(v[j]);
+    }
+    if (post) {
+        ln_row4<V>(v, s, w, b, lane);
+        s = 0;
+#pragma unroll
+        for (int j = 0; j < V; j++) s += sum4(v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        int i = lane + 32 * j;
+        xr[i] = v[j];
+        if (x2) {
+            __half *row2 = x2 + 2 * at;
+            put_split(row2, d, 4 * i, v[j].x), put_split(row2, d, 4 * i + 1, v[j].y);
+            put_split(row2, d, 4 * i + 2, v[j].z), put_split(row2, d, 4 * i + 3, v[j].w);
+        }
+    }
+    if (fw) {
+        ln_row4<V>(v, s, fw, fb, lane);
+#pragma unroll
+        for (int j = 0; j < V; j++) ((float4 *)(xn + at))[lane + 32 * j] = v[j];
+    }
+}
+
 __device__ __forceinline__ float activate(float v, int gelu);
-/* h = act(h + bias): relu, or the exact gelu; with x2, written there as halves instead. Column
- * c of row blockIdx.y (and every gridDim.y-th row after): no division to find them. */
+/* h = act(h + bias): relu, or the exact gelu; with x2, written there as halves instead. Columns
+ * W c .. W c + W - 1 of row blockIdx.y (and every gridDim.y-th row after): no division to find
+ * them. W = 2 (d_ff even): 8-byte loads, both halves of a pair converted and stored at once. */
+template <int W>
 __global__ void activation_kernel(float *h, const float *bias, int rows, int dff, int gelu, __half *x2) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = W * (blockIdx.x * blockDim.x + threadIdx.x);
     if (c >= dff) return;
-    float bc = bias[c];
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
         size_t at = (size_t)r * dff;
-        float v = activate(h[at + c] + bc, gelu);
-        if (x2) put_split(x2 + 2 * at, dff, c, v);
-        else h[at + c] = v;
+        if constexpr (W == 2) {
+            float2 hv = *(const float2 *)(h + at + c), bc = *(const float2 *)(bias + c);
+            float v0 = activate(hv.x + bc.x, gelu), v1 = activate(hv.y + bc.y, gelu);
+            if (x2) {   /* put_split of both */
+                __half2 hi = __floats2half2_rn(v0, v1);
+                float2 hf = __half22float2(hi);
+                *(__half2 *)(x2 + 2 * at + c) = hi;
+                *(__half2 *)(x2 + 2 * at + dff + c) = __floats2half2_rn(v0 - hf.x, v1 - hf.y);
+            } else
+                *(float2 *)(h + at + c) = make_float2(v0, v1);
+        } else {
+            float v = activate(h[at + c] + bias[c], gelu);
+            if (x2) put_split(x2 + 2 * at, dff, c, v);
+            else h[at + c] = v;
+        }
     }
 }
 
@@ -724,17 +802,32 @@ static bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows,
     size_t n = (size_t)rows * n_out;
     int per = LN_THREADS / 32;
     switch (ok ? epi.kind : EPI_NONE) {
-    case EPI_ACT:
-        activation_kernel<<<dim3((n_out + 255) / 256, rows < 65535 ? rows : 65535), 256, 0, f->stream>>>(
-            Y, epi.bias, rows, n_out, epi.gelu, epi.x2);
+    case EPI_ACT: {
+        unsigned ry = rows < 65535 ? rows : 65535;
+        if (n_out % 2 == 0)
+            activation_kernel<2><<<dim3((n_out / 2 + 255) / 256, ry), 256, 0, f->stream>>>(Y, epi.bias, rows, n_out,
+                                                                                         epi.gelu, epi.x2);
+        else
+            activation_kernel<1><<<dim3((n_out + 255) / 256, ry), 256, 0, f->stream>>>(Y, epi.bias, rows, n_out,
+                                                                                     epi.gelu, epi.x2);
         return CKL("activation_kernel");
+    }
     case EPI_HEAD:
         head_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(Y, epi.bias, rows, epi.M);
         return CKL("head_kernel");
-    case EPI_RESIDUAL:
-        residual_kernel<<<(rows + per - 1) / per, LN_THREADS, 0, f->stream>>>(
-            epi.x, Y, epi.bias, epi.w, epi.b, rows, n_out, epi.post, epi.x2, epi.fw, epi.fb, epi.xn);
+    case EPI_RESIDUAL: {
+        unsigned grid = (rows + per - 1) / per;
+#define RES(V) residual_vec_kernel<V><<<grid, LN_THREADS, 0, f->stream>>>(epi.x, Y, epi.bias, epi.w, epi.b, rows, \
+                                                                        epi.post, epi.x2, epi.fw, epi.fb, epi.xn)
+        if (n_out == 128) RES(1);
+        else if (n_out == 256) RES(2);
+        else if (n_out == 512) RES(4);
+#undef RES
+        else
+            residual_kernel<<<grid, LN_THREADS, 0, f->stream>>>(epi.x, Y, epi.bias, epi.w, epi.b, rows, n_out, epi.post,
+                                                               epi.x2, epi.fw, epi.fb, epi.xn);
         return CKL("residual_kernel");
+    }
     }
     return ok;
 }
