@@ -18,9 +18,9 @@ trap 'rm -f "$log"' EXIT
 
 run() { echo "\$ $*"; "$@" 2>&1 | tee -a "$log"; }
 run "${launch[@]}" "$bin/bench_cuda" "$root/models/mnist.bin" 1 64 1024 4096 16384 --steps "$steps" --image
-run "${launch[@]}" "$bin/bench_cuda" "$root/models/cifar.bin" 64 1024 4096 16384 --steps "$steps"
+run "${launch[@]}" "$bin/bench_cuda" "$root/models/cifar.bin" 64 1024 4096 16384 65536 --steps "$steps"
 run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/mnist.bin" --batch 1 64 1024 4096 16384 --steps "$steps"
-run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/cifar.bin" --batch 64 1024 4096 16384 --steps "$steps"
+run "$py" "$(dirname "$0")/bench_torch_cuda.py" "$root/models/cifar.bin" --batch 64 1024 4096 16384 65536 --steps "$steps"
 
 echo
 echo "images/s (RNN sampling; lingen FP32 is exact to the CPU's 1e-4, bf16 is not)"

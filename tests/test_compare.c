@@ -142,15 +142,39 @@ static void test_finish(void **state) {
     assert_true(isnan(c.rows[ROW_LINEAR_RNN].speedup_kv));
 }
 
-static void test_print(void **state) {
-    (void)state;
-    Comparison c = made_up();
+/* The printed table of c (free it). */
+static char *printed(const Comparison *c) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    compare_print(f, &c);
+    compare_print(f, c);
     fclose(f);
+    return buf;
+}
+
+/* The JSON that compare_write_json writes for c, parsed (cJSON_Delete it). */
+static cJSON *written_json(const Comparison *c) {
+    char path[] = "/tmp/lingen-test-compare-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    Err e;
+    assert_int_equal(compare_write_json(c, path, &e), 0);
+    size_t len;
+    unsigned char *text = read_file(path, &len, &e);
+    unlink(path);
+    assert_non_null(text);
+    cJSON *o = cJSON_ParseWithLength((const char *)text, len);
+    free(text);
+    assert_non_null(o);
+    return o;
+}
+
+static void test_print(void **state) {
+    (void)state;
+    Comparison c = made_up();
+    char *buf = printed(&c);
     for (int r = 0; r < N_ROWS; r++) assert_non_null(strstr(buf, row_name(r)));
     assert_non_null(strstr(buf, "5.00x"));       /* row 1 against the KV cache */
     assert_non_null(strstr(buf, "100x"));        /* row 1 against recomputing */
@@ -171,27 +195,11 @@ static void test_no_ceiling_without_sgemm(void **state) {
     Comparison c = made_up();
     c.sgemm_gflops = 0;
     compare_finish(&c);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    compare_print(f, &c);
-    fclose(f);
+    char *buf = printed(&c);
     assert_null(strstr(buf, "ceiling"));
     assert_non_null(strstr(buf, "142.8 images/s"));   /* the rest is printed */
     free(buf);
-    char path[] = "/tmp/lingen-test-compare-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    Err e;
-    assert_int_equal(compare_write_json(&c, path, &e), 0);
-    unsigned char *text = read_file(path, &len, &e);
-    unlink(path);
-    assert_non_null(text);
-    cJSON *o = cJSON_ParseWithLength((const char *)text, len);
-    free(text);
-    assert_non_null(o);
+    cJSON *o = written_json(&c);
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "ceiling"));
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "sgemm"));
     assert_non_null(cJSON_GetObjectItemCaseSensitive(o, "rows"));
@@ -207,19 +215,7 @@ static const cJSON *get(const cJSON *o, const char *key, cJSON_bool (*is)(const 
 static void test_json_shape(void **state) {
     (void)state;
     Comparison c = made_up();
-    char path[] = "/tmp/lingen-test-compare-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    Err e;
-    assert_int_equal(compare_write_json(&c, path, &e), 0);
-    size_t len;
-    unsigned char *text = read_file(path, &len, &e);
-    unlink(path);
-    assert_non_null(text);
-    cJSON *o = cJSON_ParseWithLength((const char *)text, len);
-    free(text);
-    assert_non_null(o);
+    cJSON *o = written_json(&c);
 
     assert_string_equal(get(o, "dataset", cJSON_IsString)->valuestring, "mnist");
     assert_int_equal(get(o, "seq_len", cJSON_IsNumber)->valueint, N_POS);
