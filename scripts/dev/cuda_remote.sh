@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repository root (models/ there), with .dev/cuda/ from
 # scripts/dev/pack_cuda.sh beside it: the GPU tests, the benchmark against PyTorch, the compare
-# tables and a memcheck, each under a timeout, the whole within about 5 minutes. Everything goes
+# tables and a memcheck, each under a timeout, the whole within about 6 minutes. Everything goes
 # to $OUT/cuda.txt (and stdout); 16-image sample grids and the compare JSON to $OUT/. Needs no
 # build: only the CUDA libraries (/usr/local/cuda/lib64 or $CUDA_LIB) and, for the PyTorch
 # rows, a python3 with torch ($PYTHON).
 #   bash scripts/dev/cuda_remote.sh   (or bash .dev/cuda/scripts/cuda_remote.sh)
 set -u
 start=$(date +%s)
-budget=${BUDGET:-300}                      # seconds for everything
+budget=${BUDGET:-360}                      # seconds for everything
 pack=.dev/cuda
 [ -x "$pack/lingen" ] || pack=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/lingen-cuda-out}
@@ -53,7 +53,7 @@ read -r -a launch <<< "$LINGEN_LAUNCH"
 "${launch[@]}" "$pack/lingen" --help 2>&1 | head -2
 
 step "GPU tests (tests/cuda/run_tests.sh)" 150 env TEST_TIMEOUT=120 bash "$pack/tests/cuda/run_tests.sh" . "$pack"
-step "benchmark (scripts/bench_cuda.sh)" 90 bash "$pack/scripts/bench_cuda.sh" . "$pack"
+step "benchmark (scripts/bench_cuda.sh)" 150 bash "$pack/scripts/bench_cuda.sh" . "$pack"
 step "sample --device cuda, MNIST, 4096 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda -n 4096 --batch 4096 -o /tmp/lingen_mnist_4096.png
 step "sample --device cuda, MNIST, 16" 10 "${launch[@]}" "$pack/lingen" sample --device cuda -n 16 -o "$out/mnist_16.png"
 step "sample --device cuda, CIFAR-10, 16" 15 "${launch[@]}" "$pack/lingen" sample --device cuda --model models/cifar.bin -n 16 -o "$out/cifar_16.png"
