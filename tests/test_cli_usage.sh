@@ -52,7 +52,7 @@ contains "--n=2000000: as typed" "--n must be between 1 and 1000000, not '200000
 expect 2 "sample -n abc" $L sample -n abc -m $LM
 contains "-n abc: the range" "-n must be between 1 and 1000000, not 'abc'"
 expect 2 "sample --batch 0" $L sample --batch 0 -m $LM
-contains "--batch 0: the range" "--batch must be between 1 and 4096"
+contains "--batch 0: the range" "--batch must be between 1 and 65536"
 expect 2 "sample --seed -1" $L sample --seed -1 -m $LM
 contains "--seed -1: the bound" "--seed must be an integer of at least 0, not '-1'"
 expect 2 "sample --threads 5000" $L sample --threads 5000 -m $LM
