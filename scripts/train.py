@@ -5,8 +5,10 @@ The default recipe: AdamW, bf16 autocast (the head in float32), gradient clippin
 warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant, then a
 linear decay to zero over the last --decay fraction of the budget), the training images
 shuffled every epoch, and an exponential moving average of the weights (--ema). The paper's
-recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --dropout 0.1
---ema 0, with --lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10). At the end the raw and the averaged weights are evaluated on the test images; the better one
+recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --ema 0, with
+--lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10), and --dropout 0.1 for its first
+10,000 steps only, then --dropout 0 (its code leaves training mode at its first evaluation).
+At the end the raw and the averaged weights are evaluated on the test images; the better one
 is exported, and the model file's metadata records the recipe.
 
 A run continues from a model file (--init, a warm restart: fresh optimizer state), or exactly
