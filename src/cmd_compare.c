@@ -291,7 +291,7 @@ int cmd_compare(int argc, char **argv) {
     int N = lc.seq_len;
     Comparison c = {.dataset = lc.dataset, .linear_model = lin_path, .softmax_model = soft_path, .seq_len = N,
                     .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = threads_count(),
-                    .flops_per_image = transformer_flops_per_image(&lc)};
+                    .flops_per_image = transformer_flops_per_image(&lc), .gpu = device_current() == DEVICE_CUDA};
     c.rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(&lc, N);
     c.rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(&sc, N);
     c.rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(&sc, 1, N);

@@ -92,8 +92,10 @@ static const char *fmt_bytes(char *buf, size_t n, double v) {
 void compare_print(FILE *f, const Comparison *c) {
     const CompareRow *rnn = &c->rows[ROW_LINEAR_RNN], *kv = &c->rows[ROW_SOFTMAX_KV];
     char a[32], b[32], s1[40], s2[40], mem[64];
-    fprintf(f, "lingen compare: %s (N = %d), %d images per row at batch %d, %d threads\n", c->dataset, c->seq_len,
-            c->n_images, c->batch, c->threads);
+    fprintf(f, "lingen compare: %s (N = %d), %d images per row at batch %d, ", c->dataset, c->seq_len, c->n_images,
+            c->batch);
+    if (c->gpu) fprintf(f, "on the GPU\n");
+    else fprintf(f, "%d threads\n", c->threads);
     fprintf(f, "models: linear %s, softmax %s\n\n", c->linear_model, c->softmax_model);
     fprintf(f, "  %-33s %8s %9s %12s %13s  %-22s %9s\n", "", "bits/dim", "images/s", "vs KV cache", "vs recompute",
             "memory/image", "peak RSS");
@@ -118,7 +120,8 @@ void compare_print(FILE *f, const Comparison *c) {
     else
         fprintf(f, "bits/dim: parallel form on the first test image (the standard error needs two or more).\n");
     fprintf(f, "memory/image: RNN state S, z; KV cache at full length; activations of one full forward (B = 1).\n"
-               "peak RSS: of the process that measured the row, model and batch of %d included.\n", c->batch);
+               "peak RSS: of the process that measured the row, model and batch of %d included%s.\n", c->batch,
+               c->gpu ? " (host memory: on the GPU the model and the state are not in it)" : "");
     fprintf(f, "per-step time, first 10%% vs last 10%% of positions:");
     for (int r = ROW_LINEAR_RNN; r <= ROW_SOFTMAX_KV; r++) {
         const CompareRow *w = &c->rows[r];
@@ -127,7 +130,8 @@ void compare_print(FILE *f, const Comparison *c) {
         fprintf(f, "%s %s %s -> %s (x%.2f)", r ? ";" : "", r ? "softmax KV cache" : "linear RNN",
                 fmt_seconds(a, sizeof a, first), fmt_seconds(b, sizeof b, last), ratio(last, first));
     }
-    fprintf(f, "\nresident memory after the first vs the last position:");
+    fprintf(f, "\n%s after the first vs the last position:",
+            c->gpu ? "host resident memory (the state and the KV cache are on the GPU)" : "resident memory");
     for (int r = ROW_LINEAR_RNN; r <= ROW_SOFTMAX_KV; r++) {
         const CompareRow *w = &c->rows[r];
         int have = w->lat_rss && w->n_lat > 0;
@@ -188,6 +192,7 @@ static cJSON *comparison_json(const Comparison *c) {
     cJSON_AddNumberToObject(o, "batch", c->batch);
     cJSON_AddNumberToObject(o, "test_images", c->test_images);
     cJSON_AddNumberToObject(o, "threads", c->threads);
+    cJSON_AddStringToObject(o, "device", c->gpu ? "cuda" : "cpu");
     cJSON *models = cJSON_AddObjectToObject(o, "models");
     cJSON_AddStringToObject(models, "linear", c->linear_model);
     cJSON_AddStringToObject(models, "softmax", c->softmax_model);

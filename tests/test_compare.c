@@ -188,28 +188,32 @@ static void test_print(void **state) {
     free(buf);
 }
 
-/* A GPU run measures no sgemm: its table and JSON name no ceiling (a CPU figure would read as
- * a percentage far over 100). */
-static void test_no_ceiling_without_sgemm(void **state) {
-    (void)state;
-    Comparison c = made_up();
-    c.sgemm_gflops = 0;
-    compare_finish(&c);
-    char *buf = printed(&c);
-    assert_null(strstr(buf, "ceiling"));
-    assert_non_null(strstr(buf, "142.8 images/s"));   /* the rest is printed */
-    free(buf);
-    cJSON *o = written_json(&c);
-    assert_null(cJSON_GetObjectItemCaseSensitive(o, "ceiling"));
-    assert_null(cJSON_GetObjectItemCaseSensitive(o, "sgemm"));
-    assert_non_null(cJSON_GetObjectItemCaseSensitive(o, "rows"));
-    cJSON_Delete(o);
-}
-
 static const cJSON *get(const cJSON *o, const char *key, cJSON_bool (*is)(const cJSON *)) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || !is(v)) fail_msg("JSON key '%s' missing or of the wrong type", key);
     return v;
+}
+
+/* A GPU run measures no sgemm: its table and JSON name no ceiling (a CPU figure would read as
+ * a percentage far over 100), no thread count, and say that the RSS is the host's. */
+static void test_gpu_run(void **state) {
+    (void)state;
+    Comparison c = made_up();
+    c.sgemm_gflops = 0, c.gpu = 1;
+    compare_finish(&c);
+    char *buf = printed(&c);
+    assert_null(strstr(buf, "ceiling"));
+    assert_null(strstr(buf, "threads"));
+    assert_non_null(strstr(buf, "on the GPU"));
+    assert_non_null(strstr(buf, "host resident memory"));   /* RSS is not where the KV cache grows */
+    assert_non_null(strstr(buf, "142.8 images/s"));         /* the rest is printed */
+    free(buf);
+    cJSON *o = written_json(&c);
+    assert_string_equal(get(o, "device", cJSON_IsString)->valuestring, "cuda");
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "ceiling"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "sgemm"));
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(o, "rows"));
+    cJSON_Delete(o);
 }
 
 static void test_json_shape(void **state) {
@@ -218,6 +222,7 @@ static void test_json_shape(void **state) {
     cJSON *o = written_json(&c);
 
     assert_string_equal(get(o, "dataset", cJSON_IsString)->valuestring, "mnist");
+    assert_string_equal(get(o, "device", cJSON_IsString)->valuestring, "cpu");
     assert_int_equal(get(o, "seq_len", cJSON_IsNumber)->valueint, N_POS);
     assert_int_equal(get(o, "batch", cJSON_IsNumber)->valueint, 8);
     get(o, "n_images", cJSON_IsNumber);
@@ -288,7 +293,7 @@ int main(void) {
         cmocka_unit_test(test_finish),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_json_shape),
-        cmocka_unit_test(test_no_ceiling_without_sgemm),
+        cmocka_unit_test(test_gpu_run),
         cmocka_unit_test(test_json_unwritable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
