@@ -316,7 +316,7 @@ int cmd_compare(int argc, char **argv) {
     int rc = 0;
     for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
         /* the sgemm ceiling is the CPU's: a GPU run has none to set beside it */
-        if (plan[i].gives == SGEMM && device_current() == DEVICE_CUDA) continue;
+        if (plan[i].gives == SGEMM && c.gpu) continue;
         Job j = {plan[i].run, plan[i].model, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
         CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
         int speed = plan[i].gives == SPEED;

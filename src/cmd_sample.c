@@ -45,7 +45,6 @@ static int write_images(const Config *c, const unsigned char *imgs, long total, 
     return shard_agree(rc);
 }
 
-/* --json: what the closing line (and --ceiling's) prints. */
 /* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
  * (README: Speed): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
 static long default_batch(const Config *c) {
@@ -54,6 +53,7 @@ static long default_batch(const Config *c) {
     return fit < 64 ? 64 : fit > 4096 ? 4096 : fit;
 }
 
+/* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const char *path, const Config *c, long done, long batch, long seed, double secs,
                           const char *out, const char *outdir) {
     cJSON *o = cJSON_CreateObject();

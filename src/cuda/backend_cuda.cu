@@ -87,6 +87,7 @@ extern "C" int cuda_use_device(int index, Err *e) {
 /* ---------------------------------------------------------------- device code */
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */
+#define SMALL_ROWS 8       /* at most this many rows: small_linear_kernel (its RESIDUAL: a warp a row of one block) */
 #define SOFTMAX_THREADS 128
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -600,7 +601,7 @@ static int upload_weights(CudaForward *f, const Model *m) {
     /* the halves only where a product can take them: more than 8 rows (else the small kernel);
      * LINGEN_CUDA_SGEMM=1: SGEMM everywhere */
     const char *env = getenv("LINGEN_CUDA_SGEMM");
-    bool want = (size_t)f->B * f->T > 8 && !f->tf32 && !(env && *env == '1');
+    bool want = (size_t)f->B * f->T > SMALL_ROWS && !f->tf32 && !(env && *env == '1');
     size_t biggest = 0;   /* floats of the largest Linear's panels */
     int shapes[5][2] = {{d, 3 * d}, {d, d}, {d, F}, {F, d}, {d, 3 * M}};
     for (int k = 0; k < 5; k++) {
@@ -703,7 +704,7 @@ static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
     ok = ok && (c->d % 2 == 0);
     ok = ok && CK(cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking));
     /* cuBLAS only where a product can use it (its start is a good part of a batch-1 image's time) */
-    bool blas = R > 8 || tf32;
+    bool blas = R > SMALL_ROWS || tf32;
     ok = ok && (!blas || (CKB(cublasCreate(&f->blas)) && CKB(cublasSetStream(f->blas, f->stream)) &&
          CKB(cublasSetMathMode(f->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) &&
          CK(cudaMalloc(&f->blas_ws, BLAS_WORKSPACE)) && CKB(cublasSetWorkspace(f->blas, f->blas_ws, BLAS_WORKSPACE))));
@@ -737,7 +738,7 @@ static bool reset(CudaForward *f) {
 }
 
 /* Whether linear() runs the warp-per-output kernel, epilogue included. */
-static bool small(const CudaForward *f, int rows) { return rows <= 8 && !f->tf32; }
+static bool small(const CudaForward *f, int rows) { return rows <= SMALL_ROWS && !f->tf32; }
 
 static Epi epi_act(const CudaForward *f, const float *bias, __half *x2) {
     Epi e = {};
