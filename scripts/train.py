@@ -56,6 +56,9 @@ def parse_args():
     ap.add_argument("--data", default=data.default_root(), help="dataset root (default $LINGEN_DATA or ./data)")
     ap.add_argument("--init", help="start from this model file (warm restart), if it exists")
     ap.add_argument("--ckpt", help="checkpoint to resume from (if it exists) and save to")
+    ap.add_argument("--ckpt-half", action="store_true",
+                    help="save the checkpoint at half precision (weights and averages float16, the optimizer's "
+                         "moments bfloat16): 3 bytes a parameter less, for carrying it between machines")
     ap.add_argument("--export", help="write the final model file here")
     ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
     ap.add_argument("--log-file", "--log", dest="log", help="append JSON lines here (--log-file under torchrun, whose own --log-dir would take --log)")
@@ -370,11 +373,28 @@ def totals(so_far, step, epochs, elapsed, world):
             "gpu_seconds": round(so_far["gpu_seconds"] + elapsed * world, 1)}
 
 
-def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance):
+def halved(x, dtype):
+    """x's floating tensors (not its scalars: an optimizer's step count) as dtype, the rest as is."""
+    if torch.is_tensor(x):
+        return x.to(dtype) if x.is_floating_point() and x.dim() > 0 else x
+    if isinstance(x, dict):
+        return {k: halved(v, dtype) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(halved(v, dtype) for v in x)
+    return x
+
+
+def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance, half=False):
     """Renamed into place: whole or not at all. provenance: the model file's metadata so far, so
-    that modelfile.py can export the checkpoint with its recipe."""
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": elapsed,
-                "curve": curve, "config": model.cfg.as_dict(), "ema": ema.tensors if ema else None,
+    that modelfile.py can export the checkpoint with its recipe. half: weights and averages as
+    float16 (the model files' own precision), the optimizer's moments as bfloat16 (their range
+    is float32's); resuming casts them back (load_state_dict keeps each parameter's dtype)."""
+    weights, moments, averages = model.state_dict(), opt.state_dict(), ema.tensors if ema else None
+    if half:
+        weights, averages = halved(weights, torch.float16), halved(averages, torch.float16)
+        moments = {**moments, "state": halved(moments["state"], torch.bfloat16)}
+    torch.save({"model": weights, "opt": moments, "step": step, "elapsed": elapsed,
+                "curve": curve, "config": model.cfg.as_dict(), "ema": averages,
                 "provenance": provenance}, path + ".tmp")
     os.replace(path + ".tmp", path)
 
@@ -494,14 +514,14 @@ def main():
                  "test_bpd_raw": round(raw, 4)}, a.log)
             if a.ckpt:
                 save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
-                                {**totals(so_far, step, ep, elapsed, world), **ckpt_recipe})
+                                {**totals(so_far, step, ep, elapsed, world), **ckpt_recipe}, a.ckpt_half)
             if a.snapshot:
                 modelfile.export(avg, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
             t_eval = t_prev = time.time()
 
     if a.ckpt and rank == 0:
         save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
-                        {**totals(so_far, step, epochs_at(step), elapsed, world), **ckpt_recipe})
+                        {**totals(so_far, step, epochs_at(step), elapsed, world), **ckpt_recipe}, a.ckpt_half)
     if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
         dist.barrier()
         dist.destroy_process_group()

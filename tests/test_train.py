@@ -1,8 +1,10 @@
 """Tests of scripts/train.py's parts, in one process on the CPU: the order in which the training
-images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schedules."""
+images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schedules,
+checkpoints at half precision."""
 import argparse
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -11,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 import torch  # noqa: E402
 
 import train  # noqa: E402
+from model import MNIST, Config, Model  # noqa: E402
 
 
 class BatchOrder(unittest.TestCase):
@@ -73,6 +76,46 @@ class Optimization(unittest.TestCase):
         self.assertAlmostEqual(train.lr_at(a, 0.75, 100), 5e-4)  # half-way down the decay
         a.schedule = "constant"
         self.assertEqual([train.lr_at(a, f, s) for f, s in ((0.0, 0), (0.75, 100))], [1e-3, 1e-3])
+
+
+class HalfCheckpoint(unittest.TestCase):
+    def test_half_checkpoint_resumes_within_its_rounding(self):
+        torch.manual_seed(0)
+        model = Model(Config(**{**MNIST.as_dict(), **train.TINY}))
+        params = [p for p in model.parameters()]
+        opt = train.RAdamW(params, lr=1e-2, betas=(0.9, 0.999), weight_decay=0.01)
+        ema = train.Ema(params, 0.9, 1)
+        for _ in range(3):   # moments and averages that are not zero
+            for p in params:
+                p.grad = torch.randn_like(p)
+            opt.step()
+            ema.update(params, 0.5)
+        with tempfile.TemporaryDirectory() as d:
+            full, half = os.path.join(d, "full.pt"), os.path.join(d, "half.pt")
+            train.save_checkpoint(full, model, opt, ema, 3, 1.0, [], {})
+            train.save_checkpoint(half, model, opt, ema, 3, 1.0, [], {}, half=True)
+            ck = torch.load(half)
+            self.assertLess(os.path.getsize(half), 0.55 * os.path.getsize(full))
+            self.assertTrue(all(v.dtype == torch.float16 for v in ck["model"].values() if v.is_floating_point()))
+            self.assertTrue(all(v.dtype == torch.float16 for v in ck["ema"]))
+            state = [t for s in ck["opt"]["state"].values() for t in s.values() if torch.is_tensor(t) and t.dim()]
+            self.assertTrue(state and all(t.dtype == torch.bfloat16 for t in state))
+            # resumed into a fresh model and optimizer: float32 again, equal to the saved ones to
+            # float16's rounding (weights) and bfloat16's (moments)
+            model2 = Model(Config(**{**MNIST.as_dict(), **train.TINY}))
+            opt2 = train.RAdamW(list(model2.parameters()), lr=1e-2, betas=(0.9, 0.999), weight_decay=0.01)
+            model2.load_state_dict(ck["model"])
+            opt2.load_state_dict(ck["opt"])
+            for (k, w), w2 in zip(model.state_dict().items(), model2.state_dict().values()):
+                self.assertEqual(w2.dtype, w.dtype, k)
+                self.assertTrue(torch.allclose(w2, w, rtol=2 ** -10, atol=1e-7), k)
+            for p, p2 in zip(params, model2.parameters()):
+                for name, v in opt.state[p].items():
+                    v2 = opt2.state[p2][name]
+                    if torch.is_tensor(v) and v.dim():
+                        self.assertEqual(v2.dtype, torch.float32)
+                        self.assertTrue(torch.allclose(v2, v, rtol=2 ** -7, atol=0), name)
+                        self.assertFalse(torch.equal(v2, v), name)   # it was rounded: the test sees the half path
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@
 # folders of their own (e.g. models/cifar*.bin in .stage4, models/mnist*.bin in .stage5, with
 # INIT=.stage4 or INIT=.stage5 at start). CIFAR-10 fits in three such folders:
 #   .stage1 (cifar-10/data_batch_{1,2}.bin.gz), .stage2 (3, 4), .stage3 (5 and test_batch)
+# A run across sessions: each start resumes from INIT/NAME.ckpt.pt if there is one (train.py
+# --ckpt, saved at half precision: about 6 bytes a parameter, 38 MB for MNIST); CKPT=1 before
+# finish brings the checkpoint back too (parts NAME.ckpt.pt.part*; one run's fit a call's files).
+# --minutes then counts the whole run: each start gives the total so far plus this session's.
 # MPS=1 before start shares the GPU through MPS: two MNIST runs 1,663 + 1,631 images/s against
 # 3,090 for one alone (without MPS the runs take turns and lose about a third).
 # NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
@@ -58,10 +62,11 @@ start)
     d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
     # the starting weights: models/NAME.bin of the working tree, or of the folder $INIT
     init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $d/init.bin
+    [ -f ${INIT:-models}/$name.ckpt.pt ] && cp ${INIT:-models}/$name.ckpt.pt $d/ckpt.pt
     launch=python3; [ ${NPROC:-1} -gt 1 ] && launch="python3 -m torch.distributed.run --standalone --nproc_per_node=$NPROC"
     PYTHONUNBUFFERED=1 setsid nohup $launch scripts/train.py --dataset $ds --attention $att \
       --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \
-      --ckpt $d/ckpt.pt --log-file $d/log.jsonl --minutes $minutes --compile "$@" \
+      --ckpt $d/ckpt.pt --ckpt-half --log-file $d/log.jsonl --minutes $minutes --compile "$@" \
       > $d/stdout.txt 2>&1 < /dev/null &
   done
   sleep 5; nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv ;;
@@ -79,6 +84,7 @@ finish)
   for d in $(runs $ds); do  # the final model, or the last snapshot if the run did not end
     r=$(basename $d); f=$d/${r%%.*}.bin; [ -f $f ] || f=$d/snapshot.bin
     [ -f $f ] && split -b 15M -d $f $OUT/$r.bin.part
+    [ "${CKPT:-0}" = 1 ] && [ -f $d/ckpt.pt ] && split -b 15M -d $d/ckpt.pt $OUT/$r.ckpt.pt.part
   done ;;
 esac
 for d in $RUN/*/; do [ -d "$d" ] || continue
