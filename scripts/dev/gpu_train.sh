@@ -17,10 +17,11 @@
 # folders of their own (e.g. models/cifar*.bin in .stage4, models/mnist*.bin in .stage5, with
 # INIT=.stage4 or INIT=.stage5 at start). CIFAR-10 fits in three such folders:
 #   .stage1 (cifar-10/data_batch_{1,2}.bin.gz), .stage2 (3, 4), .stage3 (5 and test_batch)
-# A run across sessions: each start resumes from INIT/NAME.ckpt.pt if there is one (train.py
-# --ckpt, saved at half precision: about 6 bytes a parameter, 38 MB for MNIST); CKPT=1 before
-# finish brings the checkpoint back too (parts NAME.ckpt.pt.part*; one run's fit a call's files).
-# --minutes then counts the whole run: each start gives the total so far plus this session's.
+# A run longer than one machine's loan: each start resumes from INIT/NAME.ckpt.pt if there is
+# one (train.py --ckpt, saved at half precision: about 6 bytes a parameter, 38 MB for MNIST);
+# CKPT=1 before finish brings the checkpoint back too (parts NAME.ckpt.pt.part*; one run's fit
+# in what a command returns). --minutes counts the whole run: each start gives the minutes
+# trained so far plus those to add.
 # MPS=1 before start shares the GPU through MPS: two MNIST runs 1,663 + 1,631 images/s against
 # 3,090 for one alone (without MPS the runs take turns and lose about a third).
 # NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
