@@ -10,8 +10,11 @@
  *     The bias is added by the kernel that consumes the product (one pass fewer).
  *   - Linear attention: one (image, head) pair per D threads, S's column e in thread e's
  *     registers, the positions in order (the RNN, also for the parallel form: the same sums as
- *     the chunked form up to rounding). Softmax: the new keys and values appended to the cache,
- *     then one block per (position, head) over its prefix.
+ *     the chunked form up to rounding). Softmax: the new keys and values appended to the cache;
+ *     a step (one position) then runs one block per (image, head) over its prefix, several
+ *     positions at once (evaluation, a prefix) run as attention_softmax.c does, a head and a
+ *     block of queries at a time: scores and their sum of values by cuBLAS SGEMM, batched over
+ *     the images, the masked softmax between them.
  *   - The sampler: dmol_draw.h, the CPU's own source (double arithmetic, rng.h's PCG32 streams),
  *     one thread per image.
  * The current position lives in GPU memory and each forward ends by advancing it, so one CUDA
@@ -89,6 +92,8 @@ extern "C" int cuda_use_device(int index, Err *e) {
 #define LN_THREADS 256     /* 8 rows (warps) per block */
 #define SMALL_ROWS 8       /* at most this many rows: small_linear_kernel (its RESIDUAL: a warp a row of one block) */
 #define SOFTMAX_THREADS 128
+#define QBLOCK 256                 /* softmax, several positions: queries a block (attention_softmax.c's 64) */
+#define SCORES_BYTES (512u << 20)  /* ... and at most this much of their scores at once */
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -507,6 +512,33 @@ __global__ void softmax_attention_kernel(const float *kc, const float *vc, const
     }
 }
 
+/* Softmax, several positions, head h: the queries i0 .. i0+n-1 of images b0 .. b0+nb-1 with their
+ * bias, as [image][query][D] for the batched product. */
+__global__ void query_block_kernel(float *qb, const float *qkv, const float *qkv_b, int b0, int nb, int i0, int n,
+                                   int T, int H, int D, int h) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)nb * n * D) return;
+    int e = (int)(i % D), q = (int)(i / D % n), b = b0 + (int)(i / D / n), d = H * D;
+    qb[i] = qkv[((size_t)b * T + i0 + q) * 3 * d + h * D + e] + qkv_b[h * D + e];
+}
+
+/* One block a row of scores (P keys): query p0 + r % n sees keys 0 .. p0 + r % n; the row becomes
+ * its softmax there and 0 beyond, as attention_softmax.c's softmax_row. */
+__global__ void softmax_rows_kernel(float *sc, int n, int P, int p0) {
+    __shared__ float red[32];
+    float *row = sc + (size_t)blockIdx.x * P;
+    int len = p0 + (int)(blockIdx.x % n) + 1;
+    float mx = -INFINITY, sum = 0;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) mx = fmaxf(mx, row[j]);
+    mx = block_reduce(mx, red, true);
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    float inv = 1.0f / block_reduce(sum, red, false);
+    for (int j = threadIdx.x; j < P; j += blockDim.x) row[j] = j < len ? row[j] * inv : 0.0f;
+}
+
 /* ---- the sampler: dmol_draw.h, the same source as the CPU's dmol_sample and rng_uniform */
 
 /* Position *pos - 1 (the one just run) of image b: draw, store it, and make it the next step's token. */
@@ -546,6 +578,8 @@ struct CudaForward {
     bool halves;                  /* every Linear has its [W W] halves */
     float *S, *z, *kc, *vc;
     size_t state_floats;          /* S and z, or one of kc / vc */
+    float *sc, *qblk;             /* softmax, several positions: scores and queries of a block */
+    int sc_images;                /* images a block's scratch holds */
     int *tok, *pos;
     unsigned *counter;            /* small_linear_kernel's RESIDUAL: blocks finished */
     int n_pos;                    /* host copy of *pos */
@@ -681,6 +715,7 @@ static void forward_destroy(CudaForward *f) {
     /* frees after a failure too: their own errors would only hide the first one */
     cudaFree(f->weights); cudaFree(f->weights16); cudaFree(f->x2); cudaFree(f->x); cudaFree(f->xn); cudaFree(f->qkv); cudaFree(f->att); cudaFree(f->hid);
     cudaFree(f->out); cudaFree(f->S); cudaFree(f->kc); cudaFree(f->vc); cudaFree(f->tok); cudaFree(f->pos); cudaFree(f->counter);
+    cudaFree(f->sc); cudaFree(f->qblk);
     cudaFree(f->blas_ws);
     if (f->blas) cublasDestroy(f->blas);
     if (f->stream) cudaStreamDestroy(f->stream);
@@ -722,6 +757,13 @@ static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
     } else {
         f->state_floats = L * B * H * (size_t)c->seq_len * D;
         ok = ok && CK(cudaMalloc((void **)&f->kc, f->state_floats * 4)) && CK(cudaMalloc((void **)&f->vc, f->state_floats * 4));
+        if (T > 1 && blas) {   /* a block of queries of as many images as SCORES_BYTES of scores hold */
+            size_t per = (size_t)(T < QBLOCK ? T : QBLOCK) * c->seq_len * 4;
+            f->sc_images = (int)(SCORES_BYTES / per < (size_t)B ? SCORES_BYTES / per : (size_t)B);
+            if (f->sc_images < 1) f->sc_images = 1;
+            ok = ok && CK(cudaMalloc((void **)&f->sc, f->sc_images * per)) &&
+                 CK(cudaMalloc((void **)&f->qblk, (size_t)f->sc_images * (T < QBLOCK ? T : QBLOCK) * D * 4));
+        }
     }
     ok = ok && CK(cudaMemset(f->tok, 0, R * sizeof(int)));
     /* the copies and memsets above ran on the legacy stream, which f->stream does not wait for */
@@ -833,6 +875,39 @@ static bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows,
     return ok;
 }
 
+/* Softmax over positions t0 .. t0+T-1 of B images, the keys and values already in the cache (kc,
+ * vc of this layer): a head and a block of n queries at a time, scores = Q K^T / sqrt(D) over
+ * the P = t0 + i0 + n keys the block can see, then softmax, then scores V into f->att. cuBLAS
+ * is column-major: the row-major [n, P] scores are its [P, n], K^T Q^T, and so on. */
+static bool softmax_blocks(CudaForward *f, const float *kc, const float *vc, const float *qkv_b, int B, int T, int t0) {
+    const Config *c = &f->c;
+    int H = c->n_heads, D = c->d_head, N = c->seq_len, d = c->d;
+    float scale = 1.0f / sqrtf((float)D), one = 1.0f, zero = 0.0f;
+    long long kv_stride = (long long)H * N * D;   /* one image to the next, same head */
+    bool ok = true;
+    for (int b0 = 0; ok && b0 < B; b0 += f->sc_images) {
+        int nb = B - b0 < f->sc_images ? B - b0 : f->sc_images;
+        for (int h = 0; ok && h < H; h++)
+            for (int i0 = 0; ok && i0 < T; i0 += QBLOCK) {
+                int n = T - i0 < QBLOCK ? T - i0 : QBLOCK, P = t0 + i0 + n;
+                size_t nq = (size_t)nb * n * D;
+                query_block_kernel<<<(unsigned)((nq + 255) / 256), 256, 0, f->stream>>>(f->qblk, f->qkv, qkv_b, b0, nb,
+                                                                                     i0, n, T, H, D, h);
+                const float *K = kc + ((size_t)b0 * H + h) * N * D, *V = vc + ((size_t)b0 * H + h) * N * D;
+                ok = CKL("query_block_kernel") &&
+                     CKB(cublasSgemmStridedBatched(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, P, n, D, &scale, K, D, kv_stride,
+                                                   f->qblk, D, (long long)n * D, &zero, f->sc, P, (long long)n * P, nb));
+                if (!ok) break;
+                softmax_rows_kernel<<<(unsigned)(nb * n), SOFTMAX_THREADS, 0, f->stream>>>(f->sc, n, P, t0 + i0);
+                ok = CKL("softmax_rows_kernel") &&
+                     CKB(cublasSgemmStridedBatched(f->blas, CUBLAS_OP_N, CUBLAS_OP_N, D, n, P, &one, V, D, kv_stride,
+                                                   f->sc, P, (long long)n * P, &zero,
+                                                   f->att + ((size_t)b0 * T + i0) * d + h * D, d, (long long)T * d, nb));
+            }
+    }
+    return ok;
+}
+
 /* out2: the linear attention's output only as the next product's halves (NULL: f->att). */
 static bool attention(CudaForward *f, int l, int B, int T, __half *out2) {
     const Config *c = &f->c;
@@ -852,6 +927,7 @@ static bool attention(CudaForward *f, int l, int B, int T, __half *out2) {
     kv_append_kernel<<<(unsigned)((n + 255) / 256), 256, 0, f->stream>>>(f->kc + off, f->vc + off, f->qkv, qb, f->pos,
                                                                        B, T, H, D, N);
     if (!CKL("kv_append_kernel")) return false;
+    if (T > 1 && f->sc) return softmax_blocks(f, f->kc + off, f->vc + off, qb, B, T, f->n_pos);
     size_t shmem = ((size_t)N + D + SOFTMAX_THREADS) * sizeof(float);
     softmax_attention_kernel<<<(unsigned)((size_t)B * T * H), SOFTMAX_THREADS, shmem, f->stream>>>(
         f->kc + off, f->vc + off, f->qkv, qb, f->att, f->pos, T, H, D, N);
