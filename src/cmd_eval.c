@@ -15,6 +15,19 @@
 #include "shard.h"
 #include "transformer.h"
 
+/* 16 MNIST or 4 CIFAR-10 images a pass on the CPU. On a GPU a pass takes little longer for
+ * hundreds of images than for a few (its linear attention runs the positions in order, each
+ * (image, head) pair on its own threads): as many as 8 GB of activations and state hold, at most
+ * 256. */
+static long default_batch(const Config *c, int T) {
+    long cpu = c->seq_len > 1000 ? 4 : 16;
+    if (device_current() != DEVICE_CUDA) return cpu;
+    double per_image = (double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T));
+    if (per_image <= 0 || 8e9 / per_image >= 256) return 256;
+    long fit = (long)(8e9 / per_image);
+    return fit < cpu ? cpu : fit;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel", *json = NULL;
     long limit = 0, batch = 0, threads = 0;
@@ -25,7 +38,7 @@ int cmd_eval(int argc, char **argv) {
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
         {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
-        {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10)", 1, 4096},
+        {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
@@ -66,7 +79,7 @@ int cmd_eval(int argc, char **argv) {
     if (!rc && cli_open_model(&m, &path, found)) rc = 1;
     const Config *c = &m.cfg;
     if (!rc) cli_set_threads(threads);
-    if (!batch) batch = c->seq_len > 1000 ? 4 : 16;
+    if (!batch) batch = default_batch(c, rnn ? 1 : c->seq_len);
     if (!rc && cli_load_dataset(&ds, &m, path, data, split, (int)limit)) rc = 1;
     if (batch > ds.n) batch = ds.n;
     long first, count;   /* this rank's images; rank 0 gathers their figures */
