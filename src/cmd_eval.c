@@ -22,10 +22,7 @@
 static long default_batch(const Config *c, int T) {
     long cpu = c->seq_len > 1000 ? 4 : 16;
     if (device_current() != DEVICE_CUDA) return cpu;
-    double per_image = (double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T));
-    if (per_image <= 0 || 8e9 / per_image >= 256) return 256;
-    long fit = (long)(8e9 / per_image);
-    return fit < cpu ? cpu : fit;
+    return device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), cpu, 256);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -133,7 +130,7 @@ int cmd_eval(int argc, char **argv) {
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", ds.n / secs, secs, form, batch, ranks);
         double flops = transformer_flops(c, rnn ? 1 : c->seq_len), sgemm = 0;
         if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
-            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs);
+            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs, !rnn);
         if (json) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "bits_per_dim", mean);

@@ -49,8 +49,7 @@ static int write_images(const Config *c, const unsigned char *imgs, long total, 
  * (README: Speed): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
 static long default_batch(const Config *c) {
     if (device_current() != DEVICE_CUDA) return 64;
-    long fit = (long)(8e9 / (double)model_state_bytes(c, c->seq_len));
-    return fit < 64 ? 64 : fit > 4096 ? 4096 : fit;
+    return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
 }
 
 /* --json: what the closing line (and --ceiling's) prints. */
@@ -174,7 +173,7 @@ int cmd_sample(int argc, char **argv) {
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch, temp, ranks, secs, total / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
-            sgemm = ceiling_report("ceiling: ", flops, total / secs);
+            sgemm = ceiling_report("ceiling: ", flops, total / secs, 0);
         if (json) {
             cJSON *o = sample_json(path, c, total, batch, seed, secs, out, outdir);
             if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, total / secs, sgemm));

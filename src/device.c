@@ -45,6 +45,12 @@ int device_option(const char *name, const char *cmd, int probe) {
     return 0;
 }
 
+long device_batch_fit(double bytes_per_image, long lo, long hi) {
+    if (bytes_per_image <= 0 || GPU_BATCH_BYTES / bytes_per_image >= hi) return hi;
+    long fit = (long)(GPU_BATCH_BYTES / bytes_per_image);
+    return fit < lo ? lo : fit;
+}
+
 #ifndef LINGEN_CUDA
 int cuda_probe(Err *e) { return err_set(e, "this lingen was built without CUDA"); }
 int cuda_use_device(int index, Err *e) {
