@@ -122,16 +122,22 @@ data:
 	@bash data/fetch.sh $(if $(FROM),--from "$(FROM)") all "$(LINGEN_DATA)"
 
 # Each binary runs even after one failed; "!! NAME exited N" marks a failed one.
-test-c: $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2
-	@fail=0; for t in $(TESTS) $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2; do \
+MATMUL_TESTS := $(BUILD)/test_matmul_portable $(BUILD)/test_matmul_avx2 $(BUILD)/test_matmul_amx
+test-c: $(TESTS) $(MATMUL_TESTS)
+	@fail=0; for t in $(TESTS) $(MATMUL_TESTS); do \
 	  echo "== $$t"; $(TEST_ENV) ./$$t || { echo "!! $$t exited $$?"; fail=1; }; done; exit $$fail
 
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
-# (machines without AVX2), and the AVX2 one where the build picked AVX-512.
-$(BUILD)/test_matmul_portable: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX2__ -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
-$(BUILD)/test_matmul_avx2: tests/test_matmul.c src/matmul.c src/matmul.h src/threads.c | $(BUILD)
-	$(CC) $(CFLAGS) -U__AVX512F__ -Itests -o $@ tests/test_matmul.c src/matmul.c src/threads.c -lcmocka -lm -lpthread -fopenmp
+# (machines without AVX2), the AVX2 one where the build picked AVX-512, and AMX's tiles as C
+# (matmul_amx.c, LINGEN_AMX_EMULATE) where the processor has none.
+MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/threads.c src/util.c
+MATMUL_LINK = $(CC) $(CFLAGS) -Itests -o $@ $(MATMUL_SRC) -lcmocka -lm -lpthread -fopenmp
+$(BUILD)/test_matmul_portable: $(MATMUL_SRC) src/matmul.h src/matmul_amx.h | $(BUILD)
+	$(MATMUL_LINK) -U__AVX2__ -U__AVX512F__
+$(BUILD)/test_matmul_avx2: $(MATMUL_SRC) src/matmul.h src/matmul_amx.h | $(BUILD)
+	$(MATMUL_LINK) -U__AVX512F__
+$(BUILD)/test_matmul_amx: $(MATMUL_SRC) src/matmul.h src/matmul_amx.h | $(BUILD)
+	$(MATMUL_LINK) -DLINGEN_AMX_EMULATE
 
 test-py: $(BUILD)/test_transformer
 	cd tests && $(TEST_ENV) $(PYTHON) -m unittest -v test_reference.py test_train.py test_ddp.py
@@ -196,7 +202,7 @@ FUZZ_TARGETS := model dataset png args
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
-FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul threads dataset image args)
+FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx threads dataset image args)
 # A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
 FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).

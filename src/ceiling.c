@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "threads.h"
 #include "util.h"
 
@@ -25,8 +26,9 @@ static void blas_item(void *ctx, int item, int thread) {
                 q->c + r * n + col, n);
 }
 
-/* GFLOP/s of the best window of repeated 1024^3 products: OpenBLAS per item, or lingen's kernel. */
-static double best_gflops(int own, const float *a, const float *b, const float *bias, float *c) {
+/* GFLOP/s of the best window of repeated 1024^3 products: OpenBLAS per item (own = 0, b the
+ * matrix), or lingen's kernel on the packed weight W. */
+static double best_gflops(int own, const float *a, const float *b, Packed W, const float *bias, float *c) {
     size_t n = SGEMM_N;
     Blas q = {a, b, c};
     double best = 0;
@@ -34,7 +36,7 @@ static double best_gflops(int own, const float *a, const float *b, const float *
         int reps = 0;
         double t0 = now_seconds(), secs;
         do {
-            if (own) matmul(c, a, (Packed){b, 0}, bias, n, n, n);
+            if (own) matmul(c, a, W, bias, n, n, n);
             else parallel_for((SGEMM_N / RB) * (SGEMM_N / CB), blas_item, &q, 0);
             reps++;
         } while ((secs = now_seconds() - t0) < (w < 0 ? 0.05 : WINDOW_SECONDS) || reps < 2);
@@ -44,29 +46,36 @@ static double best_gflops(int own, const float *a, const float *b, const float *
     return best;
 }
 
-Ceiling ceiling_measure(void) {
+Ceiling ceiling_measure(int parallel_form) {
     int before = openblas_get_num_threads();
     openblas_set_num_threads(1);   /* one per item: the threads are lingen's */
     size_t n = SGEMM_N, packed = matmul_packed_values(n, n);
     float *a = xmalloc((2 * n * n + packed + n) * sizeof(float)), *b = a + n * n, *c = b + packed, *bias = c + n * n;
     for (size_t i = 0; i < n * n + packed; i++) a[i] = (float)(i % 7) * 0.1f;   /* not zeros: they can run faster */
     for (size_t i = 0; i < n; i++) bias[i] = 0;
-    Ceiling r = {.threads = threads_count()};
-    r.openblas = best_gflops(0, a, b, NULL, c);
-    r.lingen = best_gflops(1, a, b, bias, c);   /* b read as packed weights: any values do */
+    Ceiling r = {.threads = threads_count(), .kernel = matmul_kernel_name()};
+    r.openblas = best_gflops(0, a, b, (Packed){0}, NULL, c);
+    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL}, bias, c);   /* b read as packed weights: any values do */
+    if (parallel_form && matmul_amx_ready()) {   /* the parallel form's products ran on AMX tiles */
+        uint16_t *h = xmalloc(matmul_amx_values(n, n) * sizeof *h);
+        for (size_t i = 0; i < matmul_amx_values(n, n); i++) h[i] = (uint16_t)(0x2c00 + i % 7 * 0x100);
+        double amx = best_gflops(1, a, NULL, (Packed){NULL, 1, h}, bias, c);
+        if (amx > r.lingen) r.lingen = amx, r.kernel = "AMX";   /* the faster of lingen's two */
+        free(h);
+    }
     r.gflops = r.openblas > r.lingen ? r.openblas : r.lingen;
     free(a);
     openblas_set_num_threads(before);
     return r;
 }
 
-double ceiling_report(const char *label, double flops_per_image, double images_per_s) {
+double ceiling_report(const char *label, double flops_per_image, double images_per_s, int parallel_form) {
     double useful = flops_per_image * images_per_s / 1e9;
-    Ceiling p = ceiling_measure();
+    Ceiling p = ceiling_measure(parallel_form);
     printf("%s%.1f GFLOP/s = %.0f%% of sgemm's %.1f GFLOP/s (1024^3 on the same %d thread%s, just after: "
            "OpenBLAS %.1f, lingen's %s kernel %.1f, best of %d windows)\n",
            label, useful, 100 * useful / p.gflops, p.gflops, p.threads, p.threads == 1 ? "" : "s", p.openblas,
-           matmul_kernel_name(), p.lingen, WINDOWS);
+           p.kernel, p.lingen, WINDOWS);
     if (useful > p.gflops)
         printf("%sabove 100%%: the run was faster than the ceiling measured just after it; the machine's "
                "load changed between the two, or the ceiling is wrong here\n", label);

@@ -10,9 +10,12 @@ typedef struct {
     double gflops;            /* the ceiling: the larger of the two */
     double openblas, lingen;  /* GFLOP/s of each way */
     int threads;
+    const char *kernel;       /* lingen's: matmul.h's, or "AMX" (matmul_amx.h) */
 } Ceiling;
-Ceiling ceiling_measure(void);
+/* parallel_form: the run's products were the parallel form's, on AMX tiles where the model holds
+ * them (transformer.c): lingen's kernel is the faster of matmul.h's and the tiles'. */
+Ceiling ceiling_measure(int parallel_form);
 /* Measure the ceiling now and print, after `label`, the GFLOP/s a run of images_per_s reached
  * (flops_per_image of arithmetic each, counted for the form that ran) as a fraction of it. */
-double ceiling_report(const char *label, double flops_per_image, double images_per_s);   /* returns the ceiling */
+double ceiling_report(const char *label, double flops_per_image, double images_per_s, int parallel_form);   /* returns the ceiling */
 #endif

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "version.h"
 
 /* Whether the CUDA backend is built in: a build with it defines LINGEN_CUDA. */
@@ -30,7 +31,8 @@ int cmd_version(int argc, char **argv) {
     char ver[32] = "unknown";
     if (config && !strncmp(config, "OpenBLAS ", 9)) sscanf(config + 9, "%31s", ver);
     printf("lingen %s\n", LINGEN_VERSION);
-    printf("micro-kernel %s\n", matmul_kernel_name());
+    printf("micro-kernel %s%s\n", matmul_kernel_name(),
+           matmul_amx_ready() ? "; AMX tiles for the parallel form (evaluation, a prefix)" : "");
     printf("OpenBLAS     %s, core %s (%s)\n", ver, openblas_get_corename(), config ? config : "");
     printf("threads      %ld (every online core; --threads T changes it)\n", sysconf(_SC_NPROCESSORS_ONLN));
     printf("CUDA         %s\n", cuda_built_in());

@@ -14,6 +14,7 @@
 
 #include "half.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "threads.h"
 
 /* The micro-kernel's vectors: a panel row (NR = 2 vectors) times R broadcast x values, with
@@ -245,7 +246,7 @@ typedef struct {
     int rows, n_in, n_out, np, mb, act, G, ng;
 } Product;
 
-static void activate(float *o, int ldo, int rows, int ncols, int act) {
+void matmul_activate(float *o, int ldo, int rows, int ncols, int act) {
     for (int r = 0; r < rows; r++) {
         float *v = o + (size_t)r * ldo;
         if (act == MATMUL_RELU)
@@ -269,23 +270,27 @@ static void product_item(void *ctx, int item, int thread) {
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
         for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, PF_LOCALITY);
         panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->n_in,
-                     (Packed){panels + p0 * stride, q->W.half}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
+                     (Packed){panels + p0 * stride, q->W.half, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
         p = p1, l0 = l1;
     }
 #endif
     for (; p < p1; p++) {   /* panel by panel: the caller's lines are the first panel's to prefetch */
         int c0 = p * NR, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
-        Packed Wp = {panels + p * stride, q->W.half};
+        Packed Wp = {panels + p * stride, q->W.half, NULL};
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
               next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0);
     }
     int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
-    if (q->act) activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
+    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
 }
 
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act) {
+    if (W.amx) {
+        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, act);
+        return;
+    }
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
      * end: each panel is then read by several blocks, from the shared cache. */

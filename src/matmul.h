@@ -21,7 +21,9 @@
  * half widens to a float exactly (the kernels widen each panel row as they read it). */
 typedef struct {
     const void *p;
-    int half;   /* 0: float values, 1: uint16_t halves */
+    int half;              /* 0: float values, 1: uint16_t halves */
+    const uint16_t *amx;   /* or NULL: the same halves packed for AMX tiles (matmul_amx.h); given,
+                            * the product runs there */
 } Packed;
 
 /* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */
@@ -47,4 +49,6 @@ void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int r
 enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act);
+/* act on rows x ncols outputs, rows ldo apart (matmul_amx.c's products end with it too). */
+void matmul_activate(float *o, int ldo, int rows, int ncols, int act);
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "safetensors.h"
 
 /* A metadata value for an error message: at most 40 characters, control characters hidden. */
@@ -148,10 +149,18 @@ static int list_weights(Model *m, Want *w) {
 /* A Linear weight [out, in] is held packed for matmul() (matmul.h), as halves if the file has
  * them: floats' worth of the arena it takes. */
 static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
-static size_t held_floats(const Want *w) {
-    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+#define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
+/* Where the processor has AMX, a float16 weight is held twice: packed for matmul.c's kernel
+ * (sampling steps) and, after it, for the tiles (the parallel form: transformer.c). */
+static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
     return held_half(w) ? (n + 1) / 2 : n;
+}
+static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
+static size_t held_floats(const Want *w) {
+    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+    if (!held_amx(w)) return panels_floats(w);
+    return (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN + (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2;
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
@@ -177,13 +186,14 @@ static int widen(const Want *w, float *dst, const char *path, Err *e) {
     st_to_f32(w->t, tmp);
     int rc = check_finite(tmp, n, path, w->name, e), half = held_half(w);
     if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
-    if (!rc) matmul_pack(dst, tmp, half, (int)w->t->shape[1], (int)w->t->shape[0]);
-    *w->lin = (Packed){dst, half};
+    int n_in = (int)w->t->shape[1], n_out = (int)w->t->shape[0];
+    uint16_t *amx = held_amx(w) ? (uint16_t *)(dst + (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN) : NULL;
+    if (!rc) matmul_pack(dst, tmp, half, n_in, n_out);
+    if (!rc && amx) matmul_amx_pack(amx, (const uint16_t *)tmp, n_in, n_out);
+    *w->lin = (Packed){dst, half, amx};
     free(tmp);
     return rc;
 }
-
-#define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
 
 /* Check names, dtypes and shapes against the config; then widen every weight into one arena. */
 static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *e) {

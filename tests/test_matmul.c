@@ -1,7 +1,9 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
  * that hit every row-tile remainder, a narrow last panel and more than one row block; weights
  * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
- * the same bits; a row's outputs do not depend on the other rows. */
+ * the same bits; a row's outputs do not depend on the other rows. Where AMX is ready (or built
+ * with LINGEN_AMX_EMULATE: its tiles as C, Makefile's test_matmul_amx), the same for its products
+ * on the halves, to about twice float32's rounding. */
 #include "testutil.h"
 
 #include <math.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include "half.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
@@ -17,6 +20,23 @@ static uint16_t random_half(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
     unsigned r = *s >> 8;
     return (uint16_t)((r & 1) << 15 | (1 + (r >> 1) % 14) << 10 | ((r >> 5) & 0x3ff));
+}
+
+/* out against the double-precision sums, to tol times the sum of the terms' magnitudes */
+static void expect_near(const char *what, const float *out, const float *x, const float *W, const float *b, int rows,
+                        int n_in, int n_out, double tol) {
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < n_out; o++) {
+            double want = b[o], mag = fabs(b[o]);
+            for (int i = 0; i < n_in; i++) {
+                want += (double)x[r * n_in + i] * W[o * n_in + i];
+                mag += fabs((double)x[r * n_in + i] * W[o * n_in + i]);
+            }
+            double got = out[r * n_out + o];
+            if (!(fabs(got - want) <= tol * mag + 1e-7))
+                fail_msg("%s: rows %d, n_in %d, n_out %d: out[%d][%d] = %.9g, expected %.9g", what, rows, n_in, n_out,
+                         r, o, got, want);
+        }
 }
 
 static void check(int rows, int n_in, int n_out) {
@@ -30,25 +50,14 @@ static void check(int rows, int n_in, int n_out) {
     for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
     matmul_pack(Wf, W, 0, n_in, n_out);
     matmul_pack(Wh, H, 1, n_in, n_out);
-    Packed Wp = {Wf, 0};
+    Packed Wp = {Wf, 0, NULL};
     for (int i = 0; i < rows * n_out; i++) out[i] = NAN;   /* every element must be written */
     matmul(out, x, Wp, b, rows, n_in, n_out);
-    for (int r = 0; r < rows; r++)
-        for (int o = 0; o < n_out; o++) {
-            double want = b[o], mag = fabs(b[o]);
-            for (int i = 0; i < n_in; i++) {
-                want += (double)x[r * n_in + i] * W[o * n_in + i];
-                mag += fabs((double)x[r * n_in + i] * W[o * n_in + i]);
-            }
-            double got = out[r * n_out + o];
-            if (!(fabs(got - want) <= 1e-6 * mag + 1e-7))
-                fail_msg("rows %d, n_in %d, n_out %d: out[%d][%d] = %.9g, expected %.9g", rows, n_in, n_out, r, o,
-                         got, want);
-        }
+    expect_near("floats", out, x, W, b, rows, n_in, n_out, 1e-6);
     /* the same values held as halves: the same products, bit for bit */
     float *again = malloc(sizeof(float) * rows * n_out);
     for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-    matmul(again, x, (Packed){Wh, 1}, b, rows, n_in, n_out);
+    matmul(again, x, (Packed){Wh, 1, NULL}, b, rows, n_in, n_out);
     assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     /* prefetching is a hint: the same products, bit for bit, whatever the region's size */
     size_t sizes[] = {1, 4096, (size_t)1 << 22};
@@ -56,6 +65,15 @@ static void check(int rows, int n_in, int n_out) {
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         matmul_prefetch(again, x, Wp, b, rows, n_in, n_out, region, sizes[k]);
         assert_memory_equal(again, out, sizeof(float) * rows * n_out);
+    }
+    if (matmul_amx_ready()) {   /* the tiles: the halves packed for them */
+        uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
+        matmul_amx_pack(A, H, n_in, n_out);
+        for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+        matmul(again, x, (Packed){Wh, 1, A}, b, rows, n_in, n_out);
+        /* the sum is rounded after each of 5 partial products: about twice float32's error */
+        expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
+        free(A);
     }
     free(again); free(region);
     free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
@@ -72,6 +90,7 @@ static void test_against_reference(void **state) {
             for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
                 for (size_t k = 0; k < sizeof n_out / sizeof *n_out; k++) check(rows[a], n_in[c], n_out[k]);
     }
+    check(1100, 40, 20);   /* AMX splits the inputs 1,024 rows at a time */
 }
 
 /* The packed layout: W[o][i] lands at matmul_packed_index, for floats and for halves, and reads
@@ -89,10 +108,23 @@ static void test_pack_layout(void **state) {
         for (int i = 0; i < n_in; i++) {
             assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
             assert_true(Hp[matmul_packed_index(n_in, o, i)] == H[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Wp, 0}, n_in, o, i) == W[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Hp, 1}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Wp, 0, NULL}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Hp, 1, NULL}, n_in, o, i) == W[o * n_in + i]);
         }
     assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
+    /* AMX's: W[o][i] in tile (o / 16, i / 32), its row (i % 32) / 2, column o % 16, i % 2 of the pair */
+    uint16_t A[2 * 16 * 64];
+    assert_int_equal(matmul_amx_values(40, 17), sizeof A / sizeof *A);
+    assert_int_equal(matmul_amx_index(n_in, 1, 2), 1 * 32 + 1 * 2);
+    assert_int_equal(matmul_amx_index(40, 17, 33), (1 * 2 + 1) * 512 + 0 * 32 + 1 * 2 + 1);
+    uint16_t H40[17 * 40];
+    for (int i = 0; i < 17 * 40; i++) H40[i] = (uint16_t)(i + 1);
+    matmul_amx_pack(A, H40, 40, 17);
+    int amx_zeros = 0;
+    for (size_t i = 0; i < sizeof A / sizeof *A; i++) amx_zeros += A[i] == 0;
+    for (int o = 0; o < 17; o++)
+        for (int i = 0; i < 40; i++) assert_int_equal(A[matmul_amx_index(40, o, i)], H40[o * 40 + i]);
+    assert_int_equal(amx_zeros, 32 * 64 - 17 * 40);   /* columns padded to 32, inputs to 64 */
     int zeros = 0, half_zeros = 0;
     for (int i = 0; i < packed; i++) zeros += Wp[i] == 0, half_zeros += Hp[i] == 0;
     assert_int_equal(zeros, (NR - 4) * n_in);   /* the last panel's padding columns */
@@ -120,7 +152,9 @@ static void test_rows_independent(void **state) {
                 for (int i = 0; i < R * n; i++) x[i] = uniform(&seed);
                 for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
                 matmul_pack(Wp, half ? (void *)H : (void *)W, half, n, n_out);
-                Packed P = {Wp, half};
+                uint16_t *A = half && matmul_amx_ready() ? malloc(sizeof(uint16_t) * matmul_amx_values(n, n_out)) : NULL;
+                if (A) matmul_amx_pack(A, H, n, n_out);
+                Packed P = {Wp, half, A};
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
                     matmul(all, x, P, b, rows[a], n, n_out);
                     for (int r = 0; r < rows[a]; r++) {
@@ -131,7 +165,7 @@ static void test_rows_independent(void **state) {
                     matmul(one, x + n, P, b, 2, n, n_out);   /* rows 1-2 as a pair */
                     assert_memory_equal(one, all + n_out, sizeof(float) * 2 * n_out);
                 }
-                free(W); free(x); free(H); free(Wp); free(all);
+                free(W); free(x); free(H); free(Wp); free(all); free(A);
             }
     }
 }

@@ -1,0 +1,276 @@
+/* y = x W^T + b on AMX tiles: float16 weights split into two bfloat16, float32 inputs into three
+ * (matmul_amx.h).
+ *
+ * There are 8 tiles of 16 rows x 64 bytes (tmm0-7). The kernel keeps two 16 x 16 float32 sums
+ * (tmm0, tmm1: two column tiles), the four weight tiles of a block of 32 inputs (tmm2-5: Wh and
+ * Wl of both column tiles) and the pieces of the inputs in turn (tmm6, tmm7): 7 loads and 10
+ * products per block. The inputs are split once per product, 16 rows at a time, in a parallel
+ * loop of their own. The items are (column tile pairs) x (row tiles); an item splits a pair's
+ * weights once, into a buffer of its thread that stays in the cache while its row tiles pass.
+ *
+ * The tile instructions are inline assembly (binutils 2.36 or later), so that no compiler flag
+ * is needed: nothing here runs unless matmul_amx_ready() said so. Built with
+ * LINGEN_AMX_EMULATE, the same three instructions run as C on a register file in memory, so that
+ * the layout and the kernel are tested on any machine (tests/test_matmul.c). */
+#define _DEFAULT_SOURCE   /* syscall() */
+#include "matmul_amx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "matmul.h"
+#include "threads.h"
+#include "util.h"
+#if defined(__AVX512F__) && !defined(LINGEN_AMX_EMULATE)
+#include <immintrin.h>
+#define SPLIT_AVX512 1
+#endif
+
+#define TR 16   /* rows of a tile */
+#define TC 16   /* float32 columns of a sum tile */
+#define KB 32   /* inputs per block: 16 pairs of bfloat16 */
+#define PIECES 3
+#define CHUNK 1024   /* rows split at once: 6 bytes an input, 6 MB for 1,024 inputs */
+#define TILE (TR * 32)   /* halves in a tile */
+
+static int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+/* bfloat16 of a finite float, rounded to nearest even; and back (exact) */
+static inline uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+static inline float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#if defined(LINGEN_AMX_EMULATE)
+/* The instructions as C: TDPBF16PS adds, for each pair of inputs in turn, both products (exact
+ * in float32) to the sum, one rounding each. */
+static _Thread_local unsigned char tmm[8][TR][64];
+static void emu_load(int t, const void *p, long stride) {
+    for (int r = 0; r < TR; r++) memcpy(tmm[t][r], (const char *)p + r * stride, 64);
+}
+static void emu_store(int t, void *p, long stride) {
+    for (int r = 0; r < TR; r++) memcpy((char *)p + r * stride, tmm[t][r], 64);
+}
+static void emu_dp(int c, int a, int b) {
+    for (int m = 0; m < TR; m++)
+        for (int n = 0; n < TC; n++) {
+            float sum;
+            memcpy(&sum, &tmm[c][m][4 * n], 4);
+            for (int k = 0; k < KB / 2; k++)
+                for (int p = 0; p < 2; p++) {
+                    uint16_t x, w;
+                    memcpy(&x, &tmm[a][m][4 * k + 2 * p], 2);
+                    memcpy(&w, &tmm[b][k][4 * n + 2 * p], 2);
+                    sum += from_bf16(x) * from_bf16(w);
+                }
+            memcpy(&tmm[c][m][4 * n], &sum, 4);
+        }
+}
+#define TILE_LOAD(t, p, stride) emu_load(t, p, stride)
+#define TILE_STORE(t, p, stride) emu_store(t, p, stride)
+#define TILE_DP(c, a, b) emu_dp(c, a, b)
+static void tiles_configure(void) {}
+int matmul_amx_ready(void) { return 1; }
+#elif defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define TILE_LOAD(t, p, stride) \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(p), "r"((long)(stride)) : "memory")
+#define TILE_STORE(t, p, stride) \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((long)(stride)) : "memory")
+#define TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+/* Every tile 16 rows of 64 bytes (palette 1). A thread's tile configuration is its own: each
+ * item sets it. */
+static void tiles_configure(void) {
+    struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = TR;
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+}
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+int matmul_amx_ready(void) {
+    static int ready = -1;
+    if (ready < 0) {
+        unsigned a, b, c, d;
+        const char *env = getenv("LINGEN_AMX");
+        ready = (!env || strcmp(env, "0")) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+                (d >> 22 & 1) && (d >> 24 & 1)   /* AMX-BF16, AMX-TILE */
+                && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    return ready;
+}
+#else
+#define TILE_LOAD(t, p, stride) ((void)(p), (void)(stride), abort())
+#define TILE_STORE(t, p, stride) ((void)(p), (void)(stride), abort())
+#define TILE_DP(c, a, b) abort()
+static void tiles_configure(void) {}
+int matmul_amx_ready(void) { return 0; }
+#endif
+
+
+size_t matmul_amx_values(int n_in, int n_out) { return (size_t)round_up(n_out, 2 * TC) * round_up(n_in, KB); }
+
+/* Tile (o / 16, i / 32), its row (i % 32) / 2, then the column o % 16 and which of the pair. */
+size_t matmul_amx_index(int n_in, int o, int i) {
+    size_t blocks = (size_t)round_up(n_in, KB) / KB;
+    return ((size_t)(o / TC) * blocks + i / KB) * TILE + (size_t)(i % KB / 2) * 32 + (o % TC) * 2 + i % 2;
+}
+
+void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out) {
+    memset(dst, 0, matmul_amx_values(n_in, n_out) * sizeof *dst);
+    for (int o = 0; o < n_out; o++)
+        for (int i = 0; i < n_in; i++) dst[matmul_amx_index(n_in, o, i)] = W[(size_t)o * n_in + i];
+}
+
+/* Pieces of 16 floats at once: hi = v rounded to bfloat16, then the rest rounded, and so on;
+ * each rest fits in what is left (a float16's 3 bits in one, a float32's 16 bits in two). */
+#if SPLIT_AVX512
+static inline void split16(__m512 f, uint16_t *const *dst, int pieces, int i) {
+    const __m512i half_ulp = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), top = _mm512_set1_epi32(-65536);
+    for (int p = 0; p < pieces; p++) {
+        __m512i u = _mm512_castps_si512(f);
+        __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half_ulp, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), top);
+        _mm256_storeu_si256((__m256i *)(dst[p] + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        f = _mm512_sub_ps(f, _mm512_castsi512_ps(r));
+    }
+}
+#else
+static inline void split1(float f, uint16_t *const *dst, int pieces, int i) {
+    for (int p = 0; p < pieces; p++) {
+        dst[p][i] = to_bf16(f);
+        f -= from_bf16(dst[p][i]);
+    }
+}
+#endif
+
+/* n floats (a multiple of 16) into hi, mid, lo */
+static void split_floats(const float *v, uint16_t *hi, uint16_t *mid, uint16_t *lo, int n) {
+    uint16_t *dst[3] = {hi, mid, lo};
+#if SPLIT_AVX512
+    for (int i = 0; i < n; i += 16) split16(_mm512_loadu_ps(v + i), dst, 3, i);
+#else
+    for (int i = 0; i < n; i++) split1(v[i], dst, 3, i);
+#endif
+}
+
+/* n halves (a multiple of 16) into hi, lo */
+static void split_halves(const uint16_t *h, uint16_t *hi, uint16_t *lo, int n) {
+    uint16_t *dst[2] = {hi, lo};
+#if SPLIT_AVX512
+    for (int i = 0; i < n; i += 16) split16(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), dst, 2, i);
+#else
+    for (int i = 0; i < n; i++) split1(half_to_float(h[i]), dst, 2, i);
+#endif
+}
+
+typedef struct {
+    float *out;
+    const float *x, *b;
+    const uint16_t *w;
+    uint16_t *pieces;   /* 3 x [row tiles x 16][ld]: xh, xm, xl */
+    int rows, n_in, n_out, ld, act, pairs_per_item, col_groups, tiles_per_item;
+} Product;
+
+/* Rows 16 item .. 16 item + 15 of x into their three pieces (zero past the last row and input) */
+static void split_rows(void *ctx, int item, int thread) {
+    (void)thread;
+    const Product *q = ctx;
+    size_t plane = (size_t)round_up(q->rows, TR) * q->ld;
+    float v[q->ld];
+    for (int r = item * TR; r < (item + 1) * TR; r++) {
+        uint16_t *h = q->pieces + (size_t)r * q->ld;
+        int n = r < q->rows ? q->n_in : 0;
+        if (n) memcpy(v, q->x + (size_t)r * q->n_in, n * sizeof *v);
+        memset(v + n, 0, (q->ld - n) * sizeof *v);
+        split_floats(v, h, h + plane, h + 2 * plane, q->ld);
+    }
+}
+
+/* One item: column tile pairs p0 .. p1 - 1 against row tiles t0 .. t1 - 1. */
+static void product_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Product *q = ctx;
+    int pairs = round_up(q->n_out, 2 * TC) / (2 * TC), row_tiles = (q->rows + TR - 1) / TR, blocks = q->ld / KB;
+    int p0 = item % q->col_groups * q->pairs_per_item, p1 = p0 + q->pairs_per_item < pairs ? p0 + q->pairs_per_item : pairs;
+    int t0 = item / q->col_groups * q->tiles_per_item, t1 = t0 + q->tiles_per_item < row_tiles ? t0 + q->tiles_per_item : row_tiles;
+    size_t plane = (size_t)row_tiles * TR * q->ld;
+    long lda = (long)q->ld * 2;
+    uint16_t *wbuf = xmalloc((size_t)blocks * 4 * TILE * sizeof *wbuf);   /* a pair split: per block W0h, W1h, W0l, W1l */
+    float init[2][TR][TC], sums[2][TR][TC];
+    tiles_configure();
+    for (int p = p0; p < p1; p++) {
+        for (int k = 0; k < blocks; k++)   /* block k of both column tiles, split */
+            for (int c = 0; c < 2; c++) {
+                uint16_t *wk = wbuf + (size_t)k * 4 * TILE + c * TILE;
+                split_halves(q->w + ((size_t)(2 * p + c) * blocks + k) * TILE, wk, wk + 2 * TILE, TILE);
+            }
+        for (int t = 0; t < 2; t++)   /* the sums start at the bias, as matmul.c's */
+            for (int r = 0; r < TR; r++)
+                for (int j = 0, o = (2 * p + t) * TC; j < TC; j++, o++) init[t][r][j] = q->b && o < q->n_out ? q->b[o] : 0;
+        int c0 = 2 * p * TC;
+        for (int rt = t0; rt < t1; rt++) {
+            const uint16_t *a = q->pieces + (size_t)rt * TR * q->ld;
+            int r0 = rt * TR, nr = q->rows - r0 < TR ? q->rows - r0 : TR;
+            TILE_LOAD(0, init[0], TC * 4);
+            TILE_LOAD(1, init[1], TC * 4);
+            for (int k = 0; k < blocks; k++) {
+                const uint16_t *wk = wbuf + (size_t)k * 4 * TILE, *ak = a + k * KB;
+                TILE_LOAD(2, wk, 64);              /* Wh, first column tile */
+                TILE_LOAD(3, wk + TILE, 64);       /* Wh, second */
+                TILE_LOAD(4, wk + 2 * TILE, 64);   /* Wl, first */
+                TILE_LOAD(5, wk + 3 * TILE, 64);   /* Wl, second */
+                TILE_LOAD(6, ak, lda);             /* xh */
+                TILE_DP(0, 6, 2); TILE_DP(1, 6, 3); TILE_DP(0, 6, 4); TILE_DP(1, 6, 5);
+                TILE_LOAD(7, ak + plane, lda);     /* xm */
+                TILE_DP(0, 7, 2); TILE_DP(1, 7, 3); TILE_DP(0, 7, 4); TILE_DP(1, 7, 5);
+                TILE_LOAD(6, ak + 2 * plane, lda); /* xl */
+                TILE_DP(0, 6, 2); TILE_DP(1, 6, 3);
+            }
+            float *o = q->out + (size_t)r0 * q->n_out + c0;
+            if (nr == TR && c0 + 2 * TC <= q->n_out) {   /* whole tiles: straight into out */
+                TILE_STORE(0, o, (long)q->n_out * 4);
+                TILE_STORE(1, o + TC, (long)q->n_out * 4);
+            } else {
+                TILE_STORE(0, sums[0], TC * 4);
+                TILE_STORE(1, sums[1], TC * 4);
+                for (int r = 0; r < nr; r++)
+                    for (int j = 0; j < 2 * TC && c0 + j < q->n_out; j++) o[(size_t)r * q->n_out + j] = sums[j / TC][r][j % TC];
+            }
+            if (q->act) matmul_activate(o, q->n_out, nr, q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC, q->act);
+        }
+    }
+    free(wbuf);
+}
+
+void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
+                int act) {
+    int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC);
+    size_t enough = 2 * (size_t)threads_count();   /* items: every thread two, if the work allows */
+    for (int r0 = 0; r0 < rows; r0 += CHUNK) {
+        int n = rows - r0 < CHUNK ? rows - r0 : CHUNK, row_tiles = (n + TR - 1) / TR;
+        uint16_t *pieces = xmalloc((size_t)3 * row_tiles * TR * ld * sizeof *pieces);
+        /* one pair an item before the rows are split: each split of a pair's weights is work */
+        int per = pairs, tiles = row_tiles;
+        while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
+        while (tiles > 1 && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
+            tiles = (tiles + 1) / 2;
+        Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, pieces, n, n_in, n_out, ld, act, per,
+                     (pairs + per - 1) / per, tiles};
+        parallel_for(row_tiles, split_rows, &q, (double)n * n_in);
+        parallel_for(q.col_groups * ((row_tiles + tiles - 1) / tiles), product_item, &q, (double)n * n_in * n_out);
+        free(pieces);
+    }
+}
