@@ -120,7 +120,6 @@ static void tiles_configure(void) {}
 int matmul_amx_ready(void) { return 0; }
 #endif
 
-
 size_t matmul_amx_values(int n_in, int n_out) { return (size_t)round_up(n_out, 2 * TC) * round_up(n_in, KB); }
 
 /* Tile (o / 16, i / 32), its row (i % 32) / 2, then the column o % 16 and which of the pair. */
