@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda/lingen_cuda.h"
+#include "matmul_amx.h"
 #include "shard.h"
 
 static Device current = DEVICE_CPU;
@@ -28,6 +29,7 @@ int device_select(Device d, int probe, Err *e) {
     /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
     if (d == DEVICE_CUDA && probe && (cuda_probe(e) || cuda_use_device(shard_local_rank(), e))) return -1;
     current = d;
+    if (d == DEVICE_CUDA) matmul_amx_off();   /* no CPU product will run: no copy of the weights for the tiles */
     return 0;
 }
 

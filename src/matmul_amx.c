@@ -78,7 +78,8 @@ static void emu_dp(int c, int a, int b) {
 #define TILE_STORE(t, p, stride) emu_store(t, p, stride)
 #define TILE_DP(c, a, b) emu_dp(c, a, b)
 static void tiles_configure(void) {}
-int matmul_amx_ready(void) { return 1; }
+static int ready = 1;
+int matmul_amx_ready(void) { return ready; }
 #elif defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -101,8 +102,8 @@ static void tiles_configure(void) {
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
+static int ready = -1;
 int matmul_amx_ready(void) {
-    static int ready = -1;
     if (ready < 0) {
         unsigned a, b, c, d;
         const char *env = getenv("LINGEN_AMX");
@@ -117,8 +118,11 @@ int matmul_amx_ready(void) {
 #define TILE_STORE(t, p, stride) ((void)(p), (void)(stride), abort())
 #define TILE_DP(c, a, b) abort()
 static void tiles_configure(void) {}
-int matmul_amx_ready(void) { return 0; }
+static int ready = 0;
+int matmul_amx_ready(void) { return ready; }
 #endif
+
+void matmul_amx_off(void) { ready = 0; }
 
 size_t matmul_amx_values(int n_in, int n_out) { return (size_t)round_up(n_out, 2 * TC) * round_up(n_in, KB); }
 

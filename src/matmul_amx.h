@@ -28,6 +28,9 @@
  * state, and LINGEN_AMX is not 0. Asked once; the first call asks the kernel. A row's outputs do
  * not depend on the rows beside it, as with matmul.c's kernels. */
 int matmul_amx_ready(void);
+/* From now on, not: the model runs on a GPU (device.c), and the tiles' copy of the weights would
+ * only take memory and load time. Before any model is loaded. */
+void matmul_amx_off(void);
 /* Halves that a packed [n_out, n_in] weight takes, and where W[o][i] is held. */
 size_t matmul_amx_values(int n_in, int n_out);
 size_t matmul_amx_index(int n_in, int o, int i);
