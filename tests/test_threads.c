@@ -137,7 +137,13 @@ static void test_fork(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         int ok = 1, by_others = 0;
-        for (int rep = 0; rep < 200 && ok; rep++) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        /* 200 loops, and on until a worker has taken an item: on a loaded machine the caller
+         * can take all 64 before a worker gets a core, for many loops in a row */
+        for (int rep = 0; ok && (rep < 200 || !by_others); rep++) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 20) break;
             memset(c, 0, sizeof *c);
             c->n = 64;
             parallel_for(c->n, count_item, c, c->n);
