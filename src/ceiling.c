@@ -47,8 +47,9 @@ static double best_gflops(int own, const float *a, const float *b, Packed W, con
 }
 
 Ceiling ceiling_measure(int parallel_form) {
-    int before = openblas_get_num_threads();
-    openblas_set_num_threads(1);   /* one per item: the threads are lingen's */
+    int before = openblas_get_num_threads();   /* 1 in lingen (cli.c); a library caller may differ */
+    if (before != 1) openblas_set_num_threads(1);   /* one per item: the threads are lingen's (setting
+                                                     * the count, even to 1, can start OpenBLAS's own) */
     size_t n = SGEMM_N, packed = matmul_packed_values(n, n);
     float *a = xmalloc((2 * n * n + packed + n) * sizeof(float)), *b = a + n * n, *c = b + packed, *bias = c + n * n;
     for (size_t i = 0; i < n * n + packed; i++) a[i] = (float)(i % 7) * 0.1f;   /* not zeros: they can run faster */
@@ -65,7 +66,7 @@ Ceiling ceiling_measure(int parallel_form) {
     }
     r.gflops = r.openblas > r.lingen ? r.openblas : r.lingen;
     free(a);
-    openblas_set_num_threads(before);
+    if (before != 1) openblas_set_num_threads(before);
     return r;
 }
 

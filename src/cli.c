@@ -73,6 +73,17 @@ static long rank_threads(void) {
     return t > 0 ? t : 1;
 }
 
+/* OpenBLAS built with its own threads starts them as it loads, and one left idle spins on
+ * sched_yield for a tenth of a second or more: at the start of every run it takes time from
+ * lingen (on 2 cores, -n 8: 4,800 calls). Its shutdown function, where the library has one
+ * (not in its serial or OpenMP builds: a weak symbol), stops them; OpenBLAS starts them again
+ * if it ever needs them. */
+extern void blas_thread_shutdown_(void) __attribute__((weak));
+void cli_stop_blas_threads(void) {
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
+}
+
 /* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
  * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
 void cli_set_threads(long threads) {
@@ -84,7 +95,7 @@ void cli_set_threads(long threads) {
                                      note, sizeof note);
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
     omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */
-    openblas_set_num_threads(1);
+    cli_stop_blas_threads();   /* again: setting OpenBLAS's count can start its threads anew */
 }
 
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra) {

@@ -33,6 +33,8 @@ int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t
 /* Threads for the computation (0: every core this process may run on; for a rank of an MPI job
  * that shares its node with others, its part of them: cli.c). */
 void cli_set_threads(long threads);
+/* Before anything else: no idle OpenBLAS threads beside lingen's (cli.c). */
+void cli_stop_blas_threads(void);
 
 /* --temperature of sample and complete (dmol.h): checked against the range below; prints
  * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */

@@ -27,6 +27,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_stop_blas_threads();
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) return cmd_version(argc, argv);
