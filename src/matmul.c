@@ -28,6 +28,7 @@ typedef __m512 vec;
 #define vstore _mm512_storeu_ps
 #define vbroadcast(p) _mm512_set1_ps(*(p))
 #define vfma _mm512_fmadd_ps
+#define vmax0(v) _mm512_max_ps(v, _mm512_setzero_ps())
 #define vload_half(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 /* Rows per tile, at most 14: 14 x 2 accumulators + 2 weight vectors + 1 broadcast = 31 of 32.
  * A tile loads and widens (float16 to float32) a panel's two weight vectors per input, so for
@@ -45,6 +46,7 @@ typedef __m256 vec;
 #define vstore _mm256_storeu_ps
 #define vbroadcast _mm256_broadcast_ss
 #define vfma _mm256_fmadd_ps
+#define vmax0(v) _mm256_max_ps(v, _mm256_setzero_ps())
 #define vload_half(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define MR 6    /* rows per tile: 6 x 2 accumulators + 2 weight vectors + 1 broadcast = 15 of 16 */
 #define MR_FLOAT 6
@@ -117,7 +119,7 @@ static inline __attribute__((always_inline)) vec panel_vec(const int half, const
  * segment, so that the loads spread over the arithmetic. */
 static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
                                                         const float *x, int ldx, const void *Wp, int n_in,
-                                                        const float *b, Prefetch f, Prefetch g) {
+                                                        const float *b, Prefetch f, Prefetch g, int relu) {
     int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
@@ -148,16 +150,17 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
     }
 #if SIMD
     for (int r = 0; r < R; r++) {
-        vstore(out + (size_t)r * ldo, lo[r]);
-        vstore(out + (size_t)r * ldo + VW, hi[r]);
+        vstore(out + (size_t)r * ldo, relu ? vmax0(lo[r]) : lo[r]);
+        vstore(out + (size_t)r * ldo + VW, relu ? vmax0(hi[r]) : hi[r]);
     }
 #else
-    for (int r = 0; r < R; r++) memcpy(out + (size_t)r * ldo, acc[r], sizeof acc[r]);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < NR; j++) out[(size_t)r * ldo + j] = relu && acc[r][j] < 0 ? 0 : acc[r][j];
 #endif
 }
 
 /* One tile of R rows, R from 1 to MR, as a constant. */
-#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break;
+#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g, relu); break;
 #if MR == 14
 #define TILE_14_7(h) TILE(14, h) TILE(13, h) TILE(12, h) TILE(11, h) TILE(10, h) TILE(9, h) TILE(8, h) TILE(7, h)
 #else
@@ -166,12 +169,13 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 #define TILES(h) switch (R) { \
         TILE_14_7(h) \
         TILE(6, h) TILE(5, h) TILE(4, h) TILE(3, h) TILE(2, h) \
-        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g); break; \
+        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g, relu); break; \
     }
 
-/* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp. */
-static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n_in,
-                  const float *b, int rows, int ncols, const char *next, const char *pf, size_t pf_lines) {
+/* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp.
+ * relu: max(0, .) on the sums before they are stored. */
+static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n_in, const float *b,
+                  int rows, int ncols, const char *next, const char *pf, size_t pf_lines, int relu) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
     int mr = Wp.half ? MR : MR_FLOAT, tiles = (rows + mr - 1) / mr;
@@ -269,13 +273,13 @@ static void product_item(void *ctx, int item, int thread) {
     size_t stride = panel_bytes(q->n_in, q->W.half);
     const char *panels = q->W.p;
     const float *x = q->x + (size_t)r0 * q->n_in;
-    int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np;
+    int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np, relu = q->act == MATMUL_RELU, grouped = 0;
 #if SIMD
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
         for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, PF_LOCALITY);
         panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->n_in,
                      (Packed){panels + p0 * stride, q->W.half, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
-        p = p1, l0 = l1;
+        p = p1, l0 = l1, grouped = 1;
     }
 #endif
     for (; p < p1; p++) {   /* panel by panel: the caller's lines are the first panel's to prefetch */
@@ -283,10 +287,14 @@ static void product_item(void *ctx, int item, int thread) {
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
         Packed Wp = {panels + p * stride, q->W.half, NULL};
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
-              next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0);
+              next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0, relu);
     }
+    /* relu is taken in the tiles' registers (reading the stored outputs back costs more: at
+     * d_ff = 1,024 their rows are 4 KB apart and crowd one set of the L1 cache); gelu, and relu
+     * after a group of panels, here */
     int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
-    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
+    if (q->act && (grouped || !relu))
+        matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
 }
 
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,

@@ -1,7 +1,7 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
  * that hit every row-tile remainder, a narrow last panel and more than one row block; weights
  * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
- * the same bits; a row's outputs do not depend on the other rows. Where AMX is ready (or built
+ * the same bits, and so do the fused activations; a row's outputs do not depend on the other rows. Where AMX is ready (or built
  * with LINGEN_AMX_EMULATE: its tiles as C, Makefile's test_matmul_amx), the same for its products
  * on the halves, to about twice float32's rounding. */
 #include "testutil.h"
@@ -66,6 +66,21 @@ static void check(int rows, int n_in, int n_out) {
         matmul_prefetch(again, x, Wp, b, rows, n_in, n_out, region, sizes[k]);
         assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     }
+    /* activations (relu in the tiles' registers, or after a group of panels; gelu after): the
+     * plain products through the activation, bit for bit, for floats and halves */
+    float *want = malloc(sizeof(float) * rows * n_out);
+    for (int act = MATMUL_RELU; act <= MATMUL_GELU; act++) {
+        for (int i = 0; i < rows * n_out; i++) want[i] = out[i];
+        matmul_activate(want, n_out, rows, n_out, act);
+        for (int i = 0; i < rows * n_out && act == MATMUL_RELU; i++)
+            assert_true(want[i] == (out[i] > 0 ? out[i] : 0));
+        for (int half = 0; half <= 1; half++) {
+            for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL} : Wp, b, rows, n_in, n_out, NULL, 0, act);
+            assert_memory_equal(again, want, sizeof(float) * rows * n_out);
+        }
+    }
+    free(want);
     if (matmul_amx_ready()) {   /* the tiles: the halves packed for them */
         uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
         matmul_amx_pack(A, H, n_in, n_out);
