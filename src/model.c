@@ -157,10 +157,12 @@ static size_t panels_floats(const Want *w) {
     return held_half(w) ? (n + 1) / 2 : n;
 }
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
+/* Where the tiles' copy starts: after the panels, on a cache line. */
+static size_t amx_offset(const Want *w) { return (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t held_floats(const Want *w) {
     if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
     if (!held_amx(w)) return panels_floats(w);
-    return (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN + (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2;
+    return amx_offset(w) + (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2;
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
@@ -187,7 +189,7 @@ static int widen(const Want *w, float *dst, const char *path, Err *e) {
     int rc = check_finite(tmp, n, path, w->name, e), half = held_half(w);
     if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
     int n_in = (int)w->t->shape[1], n_out = (int)w->t->shape[0];
-    uint16_t *amx = held_amx(w) ? (uint16_t *)(dst + (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN) : NULL;
+    uint16_t *amx = held_amx(w) ? (uint16_t *)(dst + amx_offset(w)) : NULL;
     if (!rc) matmul_pack(dst, tmp, half, n_in, n_out);
     if (!rc && amx) matmul_amx_pack(amx, (const uint16_t *)tmp, n_in, n_out);
     *w->lin = (Packed){dst, half, amx};
