@@ -300,7 +300,7 @@ static void product_item(void *ctx, int item, int thread) {
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act) {
     if (W.amx) {
-        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, act);
+        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, pf, pf_bytes, act);
         return;
     }
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();

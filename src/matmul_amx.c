@@ -5,8 +5,8 @@
  * (tmm0, tmm1: two column tiles), the four weight tiles of a block of 32 inputs (tmm2-5: Wh and
  * Wl of both column tiles) and the pieces of the inputs in turn (tmm6, tmm7): 7 loads and 10
  * products per block. The inputs are split once per product, 16 rows at a time, in a parallel
- * loop of their own. The items are (column tile pairs) x (row tiles); an item splits a pair's
- * weights once, into a buffer of its thread that stays in the cache while its row tiles pass.
+ * loop of their own (a few rows by the caller alone). The items are (column tile pairs) x (row
+ * tiles); the weights come split from the model (matmul_amx_pack).
  *
  * The tile instructions are inline assembly (binutils 2.36 or later), so that no compiler flag
  * is needed: nothing here runs unless matmul_amx_ready() said so. Built with
@@ -124,18 +124,26 @@ int matmul_amx_ready(void) { return ready; }
 
 void matmul_amx_off(void) { ready = 0; }
 
-size_t matmul_amx_values(int n_in, int n_out) { return (size_t)round_up(n_out, 2 * TC) * round_up(n_in, KB); }
+size_t matmul_amx_values(int n_in, int n_out) { return (size_t)2 * round_up(n_out, 2 * TC) * round_up(n_in, KB); }
 
-/* Tile (o / 16, i / 32), its row (i % 32) / 2, then the column o % 16 and which of the pair. */
+/* Block k = i / 32 of column pair o / 32 holds four tiles: Wh of its two column tiles, then Wl
+ * of both (the order the kernel loads them); in a tile, row (i % 32) / 2, column o % 16, and
+ * which of the pair. Wl is 2 tiles after Wh. */
 size_t matmul_amx_index(int n_in, int o, int i) {
     size_t blocks = (size_t)round_up(n_in, KB) / KB;
-    return ((size_t)(o / TC) * blocks + i / KB) * TILE + (size_t)(i % KB / 2) * 32 + (o % TC) * 2 + i % 2;
+    return (((size_t)(o / (2 * TC)) * blocks + i / KB) * 4 + o / TC % 2) * TILE + (size_t)(i % KB / 2) * 32 +
+           (o % TC) * 2 + i % 2;
 }
 
 void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out) {
     memset(dst, 0, matmul_amx_values(n_in, n_out) * sizeof *dst);
     for (int o = 0; o < n_out; o++)
-        for (int i = 0; i < n_in; i++) dst[matmul_amx_index(n_in, o, i)] = W[(size_t)o * n_in + i];
+        for (int i = 0; i < n_in; i++) {
+            size_t k = matmul_amx_index(n_in, o, i);
+            float f = half_to_float(W[(size_t)o * n_in + i]);
+            dst[k] = to_bf16(f);
+            dst[k + 2 * TILE] = to_bf16(f - from_bf16(dst[k]));   /* exact: the 3 bits left */
+        }
 }
 
 /* Pieces of 16 floats at once: hi = v rounded to bfloat16, then the rest rounded, and so on;
@@ -169,21 +177,13 @@ static void split_floats(const float *v, uint16_t *hi, uint16_t *mid, uint16_t *
 #endif
 }
 
-/* n halves (a multiple of 16) into hi, lo */
-static void split_halves(const uint16_t *h, uint16_t *hi, uint16_t *lo, int n) {
-    uint16_t *dst[2] = {hi, lo};
-#if SPLIT_AVX512
-    for (int i = 0; i < n; i += 16) split16(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))), dst, 2, i);
-#else
-    for (int i = 0; i < n; i++) split1(half_to_float(h[i]), dst, 2, i);
-#endif
-}
-
 typedef struct {
     float *out;
     const float *x, *b;
     const uint16_t *w;
     uint16_t *pieces;   /* 3 x [row tiles x 16][ld]: xh, xm, xl */
+    const char *pf;     /* lines to prefetch, shared out over the items (matmul.h's matmul_prefetch) */
+    size_t lines, items;
     int rows, n_in, n_out, ld, act, pairs_per_item, col_groups, tiles_per_item;
 } Product;
 
@@ -209,17 +209,13 @@ static void product_item(void *ctx, int item, int thread) {
     int pairs = round_up(q->n_out, 2 * TC) / (2 * TC), row_tiles = (q->rows + TR - 1) / TR, blocks = q->ld / KB;
     int p0 = item % q->col_groups * q->pairs_per_item, p1 = p0 + q->pairs_per_item < pairs ? p0 + q->pairs_per_item : pairs;
     int t0 = item / q->col_groups * q->tiles_per_item, t1 = t0 + q->tiles_per_item < row_tiles ? t0 + q->tiles_per_item : row_tiles;
-    size_t plane = (size_t)row_tiles * TR * q->ld;
+    size_t plane = (size_t)row_tiles * TR * q->ld, l0 = q->lines * item / q->items, l1 = q->lines * (item + 1) / q->items;
     long lda = (long)q->ld * 2;
-    uint16_t *wbuf = xmalloc((size_t)blocks * 4 * TILE * sizeof *wbuf);   /* a pair split: per block W0h, W1h, W0l, W1l */
     float init[2][TR][TC], sums[2][TR][TC];
+    for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, 2);
     tiles_configure();
     for (int p = p0; p < p1; p++) {
-        for (int k = 0; k < blocks; k++)   /* block k of both column tiles, split */
-            for (int c = 0; c < 2; c++) {
-                uint16_t *wk = wbuf + (size_t)k * 4 * TILE + c * TILE;
-                split_halves(q->w + ((size_t)(2 * p + c) * blocks + k) * TILE, wk, wk + 2 * TILE, TILE);
-            }
+        const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE;   /* the pair's blocks: Wh0, Wh1, Wl0, Wl1 each */
         for (int t = 0; t < 2; t++)   /* the sums start at the bias, as matmul.c's */
             for (int r = 0; r < TR; r++)
                 for (int j = 0, o = (2 * p + t) * TC; j < TC; j++, o++) init[t][r][j] = q->b && o < q->n_out ? q->b[o] : 0;
@@ -230,7 +226,7 @@ static void product_item(void *ctx, int item, int thread) {
             TILE_LOAD(0, init[0], TC * 4);
             TILE_LOAD(1, init[1], TC * 4);
             for (int k = 0; k < blocks; k++) {
-                const uint16_t *wk = wbuf + (size_t)k * 4 * TILE, *ak = a + k * KB;
+                const uint16_t *wk = wp + (size_t)k * 4 * TILE, *ak = a + k * KB;
                 TILE_LOAD(2, wk, 64);              /* Wh, first column tile */
                 TILE_LOAD(3, wk + TILE, 64);       /* Wh, second */
                 TILE_LOAD(4, wk + 2 * TILE, 64);   /* Wl, first */
@@ -255,25 +251,34 @@ static void product_item(void *ctx, int item, int thread) {
             if (q->act) matmul_activate(o, q->n_out, nr, q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC, q->act);
         }
     }
-    free(wbuf);
 }
 
+/* The inputs' pieces, kept from one product to the next: a sampling step takes dozens of
+ * products, and a fresh buffer of this size would be mapped (and faulted in) for each. The
+ * products run one at a time, from the thread that calls them. */
+static uint16_t *scratch;
+static size_t scratch_size;
+
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                int act) {
+                const void *pf, size_t pf_bytes, int act) {
     int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC);
     size_t enough = 2 * (size_t)threads_count();   /* items: every thread two, if the work allows */
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
         int n = rows - r0 < CHUNK ? rows - r0 : CHUNK, row_tiles = (n + TR - 1) / TR;
-        uint16_t *pieces = xmalloc((size_t)3 * row_tiles * TR * ld * sizeof *pieces);
-        /* one pair an item before the rows are split: each split of a pair's weights is work */
+        size_t need = (size_t)3 * row_tiles * TR * ld;
+        if (need > scratch_size) free(scratch), scratch = xmalloc(need * sizeof *scratch), scratch_size = need;
+        /* one pair an item before the rows are split: each item streams its pairs' weights once */
         int per = pairs, tiles = row_tiles;
         while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
         while (tiles > 1 && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
             tiles = (tiles + 1) / 2;
-        Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, pieces, n, n_in, n_out, ld, act, per,
-                     (pairs + per - 1) / per, tiles};
-        parallel_for(row_tiles, split_rows, &q, (double)n * n_in);
-        parallel_for(q.col_groups * ((row_tiles + tiles - 1) / tiles), product_item, &q, (double)n * n_in * n_out);
-        free(pieces);
+        int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
+        Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch, r0 ? NULL : pf,
+                     r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per, col_groups, tiles};
+        if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */
+            for (int t = 0; t < row_tiles; t++) split_rows(&q, t, 0);
+        else
+            parallel_for(row_tiles, split_rows, &q, (double)n * n_in);
+        parallel_for(items, product_item, &q, (double)n * n_in * n_out);
     }
 }

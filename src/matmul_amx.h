@@ -6,19 +6,21 @@
  * x = xh + xm + xl. Of the six products five are taken, each exact in float32; the sixth, xl Wl,
  * is below float32's rounding of the sum:
  *     x W = xh Wh + xh Wl + xm Wh + xm Wl + xl Wh.
- * The weights stay float16 in memory (2 bytes to stream each, as matmul.c's): each tile of them
- * is split as it is used, once for all the rows of a product.
+ * The weights are split when the model is loaded, so a product only loads its tiles: 4 bytes a
+ * weight, beside the 2 of matmul.c's panels (on 2 cores of a Xeon an evaluation of MNIST ran at
+ * 9.2 images/s against 7.9 when each product split the float16 weights as it used them).
  *
  * The model uses it for the parallel form (transformer.c: evaluation, a prefix), where a
  * product has hundreds of rows or more: an evaluation of MNIST on a 16-core Xeon ran at 36.8
  * images/s against 22.7 with matmul.c's AVX-512 kernel (2 cores: 12.8 against 11.1), the same
- * bits/dim to 5 digits. A sampling step is not worth it: there the split of the weights and the
- * tiles' five products per value cost more than they save (batch 1: 5.8x slower, batch 64:
- * 1.7x slower, measured).
+ * bits/dim to 5 digits. A sampling step is not worth it: streaming twice the bytes of weights and
+ * taking five tile products per value cost more than the tiles save (2 cores, split weights:
+ * batch 1 0.2-0.3x, batch 16 0.6-0.8x, batch 64 0.7-1.0x of matmul.c's kernel).
  *
  * Packed layout: output columns in tiles of 16, padded to a multiple of 32 (the kernel takes two
- * column tiles at once), inputs in blocks of 32 (zero padded); tile (c, k) is 16 rows of 16
- * (column, pair of inputs) halves: TDPBF16PS's layout of its second operand. */
+ * column tiles at once), inputs in blocks of 32 (zero padded). Block k of column pair p holds four
+ * tiles, Wh of both column tiles then Wl of both; a tile is 16 rows of 16 (column, pair of
+ * inputs) bfloat16: TDPBF16PS's layout of its second operand. */
 #ifndef LINGEN_MATMUL_AMX_H
 #define LINGEN_MATMUL_AMX_H
 #include <stddef.h>
@@ -31,12 +33,14 @@ int matmul_amx_ready(void);
 /* From now on, not: the model runs on a GPU (device.c), and the tiles' copy of the weights would
  * only take memory and load time. Before any model is loaded. */
 void matmul_amx_off(void);
-/* Halves that a packed [n_out, n_in] weight takes, and where W[o][i] is held. */
+/* bfloat16 values that a packed [n_out, n_in] weight takes, and where W[o][i]'s Wh is held (its Wl
+ * 2 tiles, 1,024 values, further on). */
 size_t matmul_amx_values(int n_in, int n_out);
 size_t matmul_amx_index(int n_in, int o, int i);
-/* Pack W, row-major [n_out, n_in] float16 (half.h), into dst. */
+/* Split and pack W, row-major [n_out, n_in] float16 (half.h), into dst. */
 void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out);
 /* out[rows, n_out] = x[rows, n_in] W^T + b (b may be NULL), then act (matmul.h) on every output. */
+/* pf, pf_bytes: a region to pull into the caches meanwhile, as matmul_prefetch's (may be NULL). */
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                int act);
+                const void *pf, size_t pf_bytes, int act);
 #endif

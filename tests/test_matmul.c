@@ -22,6 +22,14 @@ static uint16_t random_half(unsigned *s) {
     return (uint16_t)((r & 1) << 15 | (1 + (r >> 1) % 14) << 10 | ((r >> 5) & 0x3ff));
 }
 
+/* a bfloat16 as a float: its 16 bits are the float's top half */
+static float bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* out against the double-precision sums, to tol times the sum of the terms' magnitudes */
 static void expect_near(const char *what, const float *out, const float *x, const float *W, const float *b, int rows,
                         int n_in, int n_out, double tol) {
@@ -88,6 +96,10 @@ static void check(int rows, int n_in, int n_out) {
         matmul(again, x, (Packed){Wh, 1, A}, b, rows, n_in, n_out);
         /* the sum is rounded after each of 5 partial products: about twice float32's error */
         expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
+        float *pf = malloc(sizeof(float) * rows * n_out);   /* prefetching changes no bit there either */
+        matmul_prefetch(pf, x, (Packed){Wh, 1, A}, b, rows, n_in, n_out, region, sizes[1]);
+        assert_memory_equal(pf, again, sizeof(float) * rows * n_out);
+        free(pf);
         free(A);
     }
     free(again); free(region);
@@ -127,19 +139,29 @@ static void test_pack_layout(void **state) {
             assert_true(matmul_packed_get((Packed){Hp, 1, NULL}, n_in, o, i) == W[o * n_in + i]);
         }
     assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
-    /* AMX's: W[o][i] in tile (o / 16, i / 32), its row (i % 32) / 2, column o % 16, i % 2 of the pair */
-    uint16_t A[2 * 16 * 64];
+    /* AMX's: W[o][i] split in two bfloat16, Wh + Wl, exactly; in block i / 32 of column pair o / 32
+     * the tiles Wh, Wh, Wl, Wl of its two column tiles; in a tile, row (i % 32) / 2, column o % 16,
+     * i % 2 of the pair */
+    uint16_t A[2 * 32 * 64];
     assert_int_equal(matmul_amx_values(40, 17), sizeof A / sizeof *A);
     assert_int_equal(matmul_amx_index(n_in, 1, 2), 1 * 32 + 1 * 2);
-    assert_int_equal(matmul_amx_index(40, 17, 33), (1 * 2 + 1) * 512 + 0 * 32 + 1 * 2 + 1);
+    assert_int_equal(matmul_amx_index(40, 17, 33), (1 * 4 + 1) * 512 + 0 * 32 + 1 * 2 + 1);
     uint16_t H40[17 * 40];
-    for (int i = 0; i < 17 * 40; i++) H40[i] = (uint16_t)(i + 1);
+    unsigned seed = 3;
+    for (int i = 0; i < 17 * 40; i++) H40[i] = random_half(&seed);
+    H40[0] = 0x3c01;   /* 1 + 2^-10: Wh = 1, Wl = 2^-10 */
     matmul_amx_pack(A, H40, 40, 17);
     int amx_zeros = 0;
     for (size_t i = 0; i < sizeof A / sizeof *A; i++) amx_zeros += A[i] == 0;
     for (int o = 0; o < 17; o++)
-        for (int i = 0; i < 40; i++) assert_int_equal(A[matmul_amx_index(40, o, i)], H40[o * 40 + i]);
-    assert_int_equal(amx_zeros, 32 * 64 - 17 * 40);   /* columns padded to 32, inputs to 64 */
+        for (int i = 0; i < 40; i++) {
+            size_t k = matmul_amx_index(40, o, i);
+            assert_true(bf16_to_float(A[k]) + bf16_to_float(A[k + 2 * 512]) == half_to_float(H40[o * 40 + i]));
+            assert_true(fabsf(bf16_to_float(A[k + 2 * 512])) <= fabsf(bf16_to_float(A[k])) / 128);
+            amx_zeros -= A[k + 2 * 512] == 0;   /* a Wl of 0 is no padding */
+        }
+    assert_true(A[0] == 0x3f80 && A[2 * 512] == 0x3a80);
+    assert_int_equal(amx_zeros, 2 * (32 * 64 - 17 * 40));   /* columns padded to 32, inputs to 64, in Wh and Wl */
     int zeros = 0, half_zeros = 0;
     for (int i = 0; i < packed; i++) zeros += Wp[i] == 0, half_zeros += Hp[i] == 0;
     assert_int_equal(zeros, (NR - 4) * n_in);   /* the last panel's padding columns */
