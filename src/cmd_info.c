@@ -64,7 +64,10 @@ int cmd_info(int argc, char **argv) {
     printf("width        d = %d = %d heads x %d, d_ff = %d\n", c->d, c->n_heads, c->d_head, c->d_ff);
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
     printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s)\n", m.n_params, m.n_params * 4 / 1e6,
-           m.arena_floats * sizeof(float) / 1e6, m.layers[0].qkv_w.half ? "Linear weights as float16, as in the file" : "as float32");
+           m.arena_floats * sizeof(float) / 1e6,
+           !m.layers[0].qkv_w.half ? "as float32"
+           : m.layers[0].qkv_w.amx ? "Linear weights as float16, as in the file, and again split for AMX tiles"
+                                   : "Linear weights as float16, as in the file");
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;
