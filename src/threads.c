@@ -194,7 +194,9 @@ int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); 
  * periods: run the better way for a while, then try the other way for a short trial, and
  * compare, kind of loop by kind of loop (its function, number of items and size: the same few
  * kinds repeat at every step), the trial's time with what the same loops took the better way.
- * While the choice holds, the trials come ever less often (a losing trial costs its time). */
+ * The first period is as short as a trial, so that a job of a second (a few images) is not
+ * spent the worse way; while the choice holds, the trials come ever less often (a losing trial
+ * costs its time). */
 #define KINDS 64
 #define TRIAL_SECONDS 0.05   /* a few steps of sampling */
 #define GAP_MIN 0.25         /* seconds the better way runs between trials, at first ... */
@@ -255,7 +257,7 @@ static int trial_won(void) {
 /* The way the next loop runs: 1 with the others, 0 alone. */
 static int choose(double now) {
     if (!adapt) return 1;
-    if (!plan.end) plan.end = now + plan.gap;
+    if (!plan.end) plan.end = now + TRIAL_SECONDS;   /* the first period: as short as a trial */
     if (now < plan.end || plan.loops < MIN_LOOPS) return plan.now;
     if (!plan.in_trial) {   /* the period is over: try the other way */
         plan.in_trial = 1, plan.now = !plan.best, plan.end = now + TRIAL_SECONDS;

@@ -64,7 +64,7 @@ static void test_each_item_once(void **state) {
 
 /* Loops of n items for `secs` seconds: how many loops ran, and the share of the items that the
  * other threads took. */
-typedef struct { _Atomic long mine, others; int slow_others; long work; double share; } Share;
+typedef struct { _Atomic long mine, others; int slow_others; long work; double slow_secs, share; } Share;
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -75,6 +75,9 @@ static void share_item(void *ctx, int item, int thread) {
     Share *s = ctx;
     if (thread && s->slow_others) {   /* a worker that loses its core for 2 ms with an item in hand */
         nanosleep(&(struct timespec){0, 2000000}, NULL);
+    } else if (thread && s->slow_secs > 0) {   /* a worker far slower than the caller, awake throughout */
+        double t = now();
+        while (now() - t < s->slow_secs) {}
     } else if (s->work) {   /* a fixed amount of arithmetic: takes longer when the core is shared */
         volatile long k = 0;
         while (k < s->work) k++;
@@ -103,6 +106,24 @@ static void test_alone_when_others_slow(void **state) {
     loops_for(&s, 8, 1.0);   /* the first trial runs the loops alone, and wins */
     long adaptive = loops_for(&s, 8, 0.6);
     if (adaptive < 2 * together) fail_msg("%ld loops adaptive, %ld with the slow thread", adaptive, together);
+}
+
+/* A job of a fraction of a second decides early: the first period is short, so the loops run
+ * alone long before the job ends. The others take 200 us an item, the caller 5: a loop waits
+ * for them, but less than a stall (threads.c), which would end the period early by itself. */
+static void test_short_job_decides_early(void **state) {
+    (void)state;
+    Share s = {.slow_secs = 200e-6};
+    threads_set(1);
+    threads_set(2);   /* a fresh plan */
+    threads_adapt(0);
+    long together = loops_for(&s, 8, 0.2);
+    threads_set(1);
+    threads_set(2);
+    threads_adapt(1);
+    long adaptive = loops_for(&s, 8, 0.2);
+    printf("a fresh job's first 0.2 s: %ld loops adaptive, %ld with the slow thread\n", adaptive, together);
+    if (adaptive < 3 * together) fail_msg("%ld loops in a fresh job's first 0.2 s, %ld with the slow thread", adaptive, together);
 }
 
 static void test_together_when_others_help(void **state) {
@@ -185,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_each_item_once),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_alone_when_others_slow),
+        cmocka_unit_test(test_short_job_decides_early),
         cmocka_unit_test(test_together_when_others_help),
         cmocka_unit_test(test_usable_cores),
     };
