@@ -70,20 +70,22 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+static void spin(double secs) {
+    double t = now();
+    while (now() - t < secs) {}
+}
 static void share_item(void *ctx, int item, int thread) {
     (void)item;
     Share *s = ctx;
     if (thread && s->slow_others) {   /* a worker that loses its core for 2 ms with an item in hand */
         nanosleep(&(struct timespec){0, 2000000}, NULL);
     } else if (thread && s->slow_secs > 0) {   /* a worker far slower than the caller, awake throughout */
-        double t = now();
-        while (now() - t < s->slow_secs) {}
+        spin(s->slow_secs);
     } else if (s->work) {   /* a fixed amount of arithmetic: takes longer when the core is shared */
         volatile long k = 0;
         while (k < s->work) k++;
     } else {
-        double t = now();
-        while (now() - t < 5e-6) {}
+        spin(5e-6);
     }
     atomic_fetch_add(thread ? &s->others : &s->mine, 1);
 }
@@ -114,12 +116,11 @@ static void test_alone_when_others_slow(void **state) {
 static void test_short_job_decides_early(void **state) {
     (void)state;
     Share s = {.slow_secs = 200e-6};
-    threads_set(1);
-    threads_set(2);   /* a fresh plan */
+    threads_set(2);
     threads_adapt(0);
     long together = loops_for(&s, 8, 0.2);
     threads_set(1);
-    threads_set(2);
+    threads_set(2);   /* a fresh plan, as a new job starts with */
     threads_adapt(1);
     long adaptive = loops_for(&s, 8, 0.2);
     printf("a fresh job's first 0.2 s: %ld loops adaptive, %ld with the slow thread\n", adaptive, together);
