@@ -56,12 +56,19 @@ Ceiling ceiling_measure(int parallel_form) {
     for (size_t i = 0; i < n; i++) bias[i] = 0;
     Ceiling r = {.threads = threads_count(), .kernel = matmul_kernel_name()};
     r.openblas = best_gflops(0, a, b, (Packed){0}, NULL, c);
-    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL}, bias, c);   /* b read as packed weights: any values do */
+    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
     if (parallel_form && matmul_amx_ready()) {   /* the parallel form's products ran on AMX tiles */
         uint16_t *h = xmalloc(matmul_amx_values(n, n) * sizeof *h);
         for (size_t i = 0; i < matmul_amx_values(n, n); i++) h[i] = (uint16_t)(0x2c00 + i % 7 * 0x100);
-        double amx = best_gflops(1, a, NULL, (Packed){NULL, 1, h}, bias, c);
+        double amx = best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL}, bias, c);
         if (amx > r.lingen) r.lingen = amx, r.kernel = "AMX";   /* the faster of lingen's two */
+        free(h);
+    }
+    if (!parallel_form && matmul_bf16_ready()) {   /* the steps' products ran in bfloat16 (matmul.h) */
+        uint16_t *h = xmalloc(matmul_bf16_values(n, n) * sizeof *h);
+        for (size_t i = 0; i < matmul_bf16_values(n, n); i++) h[i] = (uint16_t)(0x3d00 + i % 7 * 0x10);
+        double bf16 = best_gflops(1, a, NULL, (Packed){b, 0, NULL, h}, bias, c);
+        if (bf16 > r.lingen) r.lingen = bf16, r.kernel = "AVX512-BF16";
         free(h);
     }
     r.gflops = r.openblas > r.lingen ? r.openblas : r.lingen;

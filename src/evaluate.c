@@ -42,6 +42,7 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
         out = xcalloc((size_t)B * T * 3 * M, sizeof(float));
     } else {
         if (runstate_init(&s, c, B, T, e)) return -1;
+        s.exact = 1;   /* bits/dim of the model itself, in either form */
         out = s.out;
     }
     int *tok = xcalloc((size_t)B * T, sizeof(int));

@@ -18,4 +18,21 @@ static inline float half_to_float(uint16_t h) {
     memcpy(&f, &bits, 4);
     return f;
 }
+
+/* float to bfloat16 (the top 16 bits of a float), rounded to nearest even, as the processors'
+ * vcvtne2ps2bf16 does it: subnormals flushed to zero (its DAZ/FTZ), NaNs kept NaNs. */
+static inline uint16_t float_to_bf16(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b & 0x7f800000u) == 0) return (uint16_t)((b >> 16) & 0x8000);        /* zero, subnormal */
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40); /* NaN stays NaN */
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
+static inline float bf16_to_float(uint16_t h) {
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
 #endif

@@ -10,12 +10,14 @@
  * reads it from memory, and would otherwise wait), and matmul_prefetch adds a region of the
  * caller's (at a sampling step, the layer's attention state). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "half.h"
 #include "matmul.h"
 #include "matmul_amx.h"
 #include "threads.h"
+#include "util.h"
 
 /* The micro-kernel's vectors: a panel row (NR = 2 vectors) times R broadcast x values, with
  * 2R accumulators in registers. AVX-512 has 32 registers of 16 floats, AVX2 16 of 8. */
@@ -56,6 +58,14 @@ typedef __m256 vec;
 #define MR_FLOAT 6
 #endif
 
+/* bfloat16 pairs (matmul_bf16_pack) where the build has AVX512-BF16: vdpbf16ps takes two inputs
+ * of each output per instruction, where vfmadd takes one. */
+#if SIMD && VW == 16 && defined(__AVX512BF16__)   /* the AVX-512 kernel (not the AVX2 one built by -U__AVX512F__) */
+#define BF16 1
+#else
+#define BF16 0
+#endif
+
 #define NR MATMUL_NR
 #if SIMD && NR != 2 * VW
 #error "matmul.h's MATMUL_NR must be two of the micro-kernel's vectors"
@@ -77,9 +87,15 @@ size_t matmul_packed_values(int n_in, int n_out) { return (size_t)((n_out + NR -
 
 size_t matmul_packed_index(int n_in, int o, int i) { return ((size_t)(o / NR) * n_in + i) * NR + o % NR; }
 
-/* Bytes of one packed value, and of one panel (n_in rows of NR values). */
+/* A panel's values, `half` in this file: 0 floats, 1 halves, 2 bfloat16 in pairs of inputs
+ * (Packed.bf16). The kernel's loop takes one input a step, or one pair; a step reads x as one
+ * float or one pair of bfloat16, 4 bytes either way, so a row of x is `steps` such values. */
+#define PAIRS 2
+static int steps(int n_in, int half) { return half == PAIRS ? (n_in + 1) / 2 : n_in; }
 static size_t value_bytes(int half) { return half ? sizeof(uint16_t) : sizeof(float); }
-static size_t panel_bytes(int n_in, int half) { return (size_t)n_in * NR * value_bytes(half); }
+static size_t panel_bytes(int n_in, int half) {
+    return (size_t)steps(n_in, half) * NR * value_bytes(half) * (half == PAIRS ? 2 : 1);
+}
 
 void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out) {
     size_t size = value_bytes(half);
@@ -93,6 +109,25 @@ void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out) {
 float matmul_packed_get(Packed W, int n_in, int o, int i) {
     size_t k = matmul_packed_index(n_in, o, i);
     return W.half ? half_to_float(((const uint16_t *)W.p)[k]) : ((const float *)W.p)[k];
+}
+
+int matmul_bf16_ready(void) {
+    static int ready = -1;
+    if (ready < 0) {
+        const char *env = getenv("LINGEN_BF16");
+        ready = BF16 && !(env && strcmp(env, "0") == 0);
+    }
+    return ready;
+}
+
+size_t matmul_bf16_values(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * ((n_in + 1) / 2) * 2 * NR; }
+
+void matmul_bf16_pack(uint16_t *dst, const float *W, int n_in, int n_out) {
+    size_t pairs = (size_t)(n_in + 1) / 2;
+    memset(dst, 0, matmul_bf16_values(n_in, n_out) * sizeof *dst);
+    for (int o = 0; o < n_out; o++)
+        for (int i = 0; i < n_in; i++)
+            dst[(((size_t)(o / NR) * pairs + i / 2) * NR + o % NR) * 2 + i % 2] = float_to_bf16(W[(size_t)o * n_in + i]);
 }
 
 /* A slice of memory to prefetch while a tile computes: `lines` cache lines from p. */
@@ -111,6 +146,32 @@ static Prefetch slice(const char *p, size_t lines, size_t k, size_t n, int steps
 static inline __attribute__((always_inline)) vec panel_vec(const int half, const void *W, size_t k) {
     return half ? vload_half((const uint16_t *)W + k) : vload((const float *)W + k);
 }
+
+/* One step of the micro-kernel's loop: R rows of x times row i of a panel (floats or halves:
+ * input i) or pair i (bfloat16: inputs 2i and 2i + 1), added to the rows' accumulators. */
+static inline __attribute__((always_inline)) void kstep(const int R, const int half, vec *lo, vec *hi,
+                                                         const void *x, int ldx, const void *Wp, size_t i) {
+#if BF16
+    if (half == PAIRS) {
+        const uint16_t *w = (const uint16_t *)Wp + i * 2 * NR;
+        __m512bh w0 = (__m512bh)_mm512_loadu_si512(w), w1 = (__m512bh)_mm512_loadu_si512(w + 2 * VW);
+        for (int r = 0; r < R; r++) {
+            int32_t pair;
+            memcpy(&pair, (const char *)x + ((size_t)r * ldx + i) * 4, 4);
+            __m512bh xr = (__m512bh)_mm512_set1_epi32(pair);
+            lo[r] = _mm512_dpbf16_ps(lo[r], xr, w0);
+            hi[r] = _mm512_dpbf16_ps(hi[r], xr, w1);
+        }
+        return;
+    }
+#endif
+    vec w0 = panel_vec(half, Wp, i * NR), w1 = panel_vec(half, Wp, i * NR + VW);
+    for (int r = 0; r < R; r++) {
+        vec xr = vbroadcast((const float *)x + (size_t)r * ldx + i);
+        lo[r] = vfma(xr, w0, lo[r]);
+        hi[r] = vfma(xr, w1, hi[r]);
+    }
+}
 #endif
 
 /* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR),
@@ -118,9 +179,9 @@ static inline __attribute__((always_inline)) vec panel_vec(const int half, const
  * the loops over r unroll, the accumulators stay in registers and the load is the one needed. The loop over i runs in segments, one line of f and of g prefetched per
  * segment, so that the loads spread over the arithmetic. */
 static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
-                                                        const float *x, int ldx, const void *Wp, int n_in,
+                                                        const void *x, int ldx, const void *Wp, int n_in,
                                                         const float *b, Prefetch f, Prefetch g, int relu) {
-    int nseg = f.lines > g.lines ? f.lines : g.lines, len = n_in / (nseg ? nseg : 1), i = 0;
+    int n = steps(n_in, half), nseg = f.lines > g.lines ? f.lines : g.lines, len = n / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
     for (int r = 0; r < R; r++) { lo[r] = vload(b); hi[r] = vload(b + VW); }
@@ -131,20 +192,15 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
     for (int s = 0; s == 0 || s < nseg; s++) {
         if (s < f.lines) __builtin_prefetch(f.p + ((size_t)s << 6), 0, PF_LOCALITY);
         if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
-        for (int end = s + 1 >= nseg ? n_in : i + len; i < end; i++) {
+        for (int end = s + 1 >= nseg ? n : i + len; i < end; i++) {
 #if SIMD
-            vec w0 = panel_vec(half, Wp, (size_t)i * NR), w1 = panel_vec(half, Wp, (size_t)i * NR + VW);
-            for (int r = 0; r < R; r++) {
-                vec xr = vbroadcast(x + (size_t)r * ldx + i);
-                lo[r] = vfma(xr, w0, lo[r]);
-                hi[r] = vfma(xr, w1, hi[r]);
-            }
+            kstep(R, half, lo, hi, x, ldx, Wp, (size_t)i);
 #else
             float w[NR];
             for (int j = 0; j < NR; j++)
                 w[j] = half ? half_to_float(((const uint16_t *)Wp)[(size_t)i * NR + j]) : ((const float *)Wp)[(size_t)i * NR + j];
             for (int r = 0; r < R; r++)
-                for (int j = 0; j < NR; j++) acc[r][j] += x[(size_t)r * ldx + i] * w[j];
+                for (int j = 0; j < NR; j++) acc[r][j] += ((const float *)x)[(size_t)r * ldx + i] * w[j];
 #endif
         }
     }
@@ -174,7 +230,7 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 
 /* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp.
  * relu: max(0, .) on the sums before they are stored. */
-static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n_in, const float *b,
+static void panel(float *out, int ldo, const void *x, int ldx, Packed Wp, int n_in, const float *b,
                   int rows, int ncols, const char *next, const char *pf, size_t pf_lines, int relu) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
@@ -182,11 +238,14 @@ static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n
     for (int r = 0; r < rows; r += mr) {
         /* this tile's share of the caller's lines, and of the next panel's weights: only the
          * first tile reads a panel from memory, and the arithmetic would wait for it */
-        Prefetch f = slice(pf, pf_lines, r / mr, tiles, n_in);
-        Prefetch g = slice(next, next ? panel_bytes(n_in, Wp.half) / 64 : 0, r / mr, tiles, n_in);
+        Prefetch f = slice(pf, pf_lines, r / mr, tiles, steps(n_in, Wp.half));
+        Prefetch g = slice(next, next ? panel_bytes(n_in, Wp.half) / 64 : 0, r / mr, tiles, steps(n_in, Wp.half));
         int R = rows - r < mr ? rows - r : mr, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
-        const float *xr = x + (size_t)r * ldx;
+        const char *xr = (const char *)x + (size_t)r * ldx * 4;
+#if BF16
+        if (Wp.half == PAIRS) TILES(2) else
+#endif
         if (Wp.half) TILES(1)
         else TILES(0)
         if (ncols < NR)
@@ -205,21 +264,13 @@ static void panel(float *out, int ldo, const float *x, int ldx, Packed Wp, int n
 #define GROUP_ACC 8    /* 8 of AVX2's 16 */
 #endif
 static inline __attribute__((always_inline)) void tile_group(const int R, const int half, const int G, float *out,
-                                                              int ldo, const float *x, int ldx, const char *Wp,
+                                                              int ldo, const void *x, int ldx, const char *Wp,
                                                               size_t stride, int n_in, const float *b) {
     vec lo[GROUP_ACC / 2], hi[GROUP_ACC / 2];
     for (int g = 0; g < G; g++)
         for (int r = 0; r < R; r++) { lo[g * R + r] = vload(b + g * NR); hi[g * R + r] = vload(b + g * NR + VW); }
-    for (int i = 0; i < n_in; i++)
-        for (int g = 0; g < G; g++) {
-            const char *w = Wp + g * stride;
-            vec w0 = panel_vec(half, w, (size_t)i * NR), w1 = panel_vec(half, w, (size_t)i * NR + VW);
-            for (int r = 0; r < R; r++) {
-                vec xr = vbroadcast(x + (size_t)r * ldx + i);
-                lo[g * R + r] = vfma(xr, w0, lo[g * R + r]);
-                hi[g * R + r] = vfma(xr, w1, hi[g * R + r]);
-            }
-        }
+    for (int i = 0, n = steps(n_in, half); i < n; i++)
+        for (int g = 0; g < G; g++) kstep(R, half, lo + g * R, hi + g * R, x, ldx, Wp + g * stride, (size_t)i);
     for (int g = 0; g < G; g++)
         for (int r = 0; r < R; r++) {
             vstore(out + (size_t)r * ldo + g * NR, lo[g * R + r]);
@@ -231,10 +282,13 @@ static inline __attribute__((always_inline)) void tile_group(const int R, const 
 static int group_max(int rows) { return rows <= 2 ? GROUP_ACC / (2 * rows) : 1; }
 
 /* rows (1 or 2) x G whole panels from Wp on; G and rows, as constants, pick the instance. */
-static void panels_group(float *out, int ldo, const float *x, int ldx, Packed Wp, size_t stride, int n_in,
+static void panels_group(float *out, int ldo, const void *x, int ldx, Packed Wp, size_t stride, int n_in,
                          const float *b, int rows, int G) {
 #define GROUP(H, R, GG) if ((GG) * 2 * (R) <= GROUP_ACC) tile_group(R, H, GG, out, ldo, x, ldx, Wp.p, stride, n_in, b)
 #define GROUPS(H, R) switch (G) { case 2: GROUP(H, R, 2); break; case 4: GROUP(H, R, 4); break; default: GROUP(H, R, 8); break; }
+#if BF16
+    if (Wp.half == PAIRS) { if (rows == 1) GROUPS(2, 1) else GROUPS(2, 2) } else
+#endif
     if (Wp.half) { if (rows == 1) GROUPS(1, 1) else GROUPS(1, 2) }
     else { if (rows == 1) GROUPS(0, 1) else GROUPS(0, 2) }
 #undef GROUPS
@@ -247,11 +301,12 @@ static int group_max(int rows) { (void)rows; return 1; }
 /* One parallel loop: items are (row block, group of G panels), row block major. */
 typedef struct {
     float *out;
-    const float *x, *b;
+    const void *x;   /* floats, or bfloat16 pairs (W.half == PAIRS): rows of ldx 4-byte values */
+    const float *b;
     Packed W;
     const char *pf;
     size_t lines, items;
-    int rows, n_in, n_out, np, mb, act, G, ng;
+    int rows, n_in, n_out, np, mb, act, G, ng, ldx;
 } Product;
 
 void matmul_activate(float *o, int ldo, int rows, int ncols, int act) {
@@ -272,21 +327,21 @@ static void product_item(void *ctx, int item, int thread) {
     size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
     size_t stride = panel_bytes(q->n_in, q->W.half);
     const char *panels = q->W.p;
-    const float *x = q->x + (size_t)r0 * q->n_in;
+    const char *x = (const char *)q->x + (size_t)r0 * q->ldx * 4;
     int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np, relu = q->act == MATMUL_RELU, grouped = 0;
 #if SIMD
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
         for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, PF_LOCALITY);
-        panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->n_in,
-                     (Packed){panels + p0 * stride, q->W.half, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
+        panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->ldx,
+                     (Packed){panels + p0 * stride, q->W.half, NULL, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
         p = p1, l0 = l1, grouped = 1;
     }
 #endif
     for (; p < p1; p++) {   /* panel by panel: the caller's lines are the first panel's to prefetch */
         int c0 = p * NR, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
-        Packed Wp = {panels + p * stride, q->W.half, NULL};
-        panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->n_in, Wp, q->n_in, q->b + c0, rows, ncols,
+        Packed Wp = {panels + p * stride, q->W.half, NULL, NULL};
+        panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->ldx, Wp, q->n_in, q->b + c0, rows, ncols,
               next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0, relu);
     }
     /* relu is taken in the tiles' registers (reading the stored outputs back costs more: at
@@ -297,12 +352,43 @@ static void product_item(void *ctx, int item, int thread) {
         matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
 }
 
+#if BF16
+/* x [rows, n_in] as bfloat16 pairs [rows, (n_in + 1) / 2], the last pair padded with 0: the
+ * calling thread's buffer, grown as needed. 1/32 of the product's instructions, done once. */
+static const void *bf16_rows(const float *x, int rows, int n_in) {
+    static _Thread_local uint16_t *buf;
+    static _Thread_local size_t cap;
+    size_t ld = (size_t)(n_in + 1) / 2 * 2, need = (size_t)rows * ld;
+    if (need > cap) {
+        free(buf);
+        buf = xmalloc(need * sizeof *buf);
+        cap = need;
+    }
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * n_in;
+        uint16_t *br = buf + (size_t)r * ld;
+        size_t i = 0;
+        for (; i + 32 <= (size_t)n_in; i += 32)
+            _mm512_storeu_si512(br + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + i + 16), _mm512_loadu_ps(xr + i)));
+        for (; i < ld; i++) br[i] = i < (size_t)n_in ? float_to_bf16(xr[i]) : 0;
+    }
+    return buf;
+}
+#endif
+
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act) {
     if (W.amx) {
         matmul_amx(out, x, W.amx, b, rows, n_in, n_out, pf, pf_bytes, act);
         return;
     }
+    const void *xs = x;
+#if BF16
+    if (W.bf16) {
+        xs = bf16_rows(x, rows, n_in);
+        W = (Packed){W.bf16, PAIRS, NULL, NULL};
+    }
+#endif
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
      * end: each panel is then read by several blocks, from the shared cache. */
@@ -312,7 +398,8 @@ void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, i
     int G = group_max(rows);
     while (G > 1 && (np + G - 1) / G < 2 * threads) G /= 2;
     int ng = (np + G - 1) / G;
-    Product q = {out, x, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * ng, rows, n_in, n_out, np, mb, act, G, ng};
+    Product q = {out, xs, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * ng, rows, n_in, n_out, np, mb, act, G, ng,
+                 steps(n_in, W.half)};
     parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
 }
 

@@ -24,6 +24,8 @@ typedef struct {
     int half;              /* 0: float values, 1: uint16_t halves */
     const uint16_t *amx;   /* or NULL: the same halves packed for AMX tiles (matmul_amx.h); given,
                             * the product runs there */
+    const uint16_t *bf16;  /* or NULL: the same weights rounded to bfloat16, packed in pairs of
+                            * inputs (matmul_bf16_pack); given, the product runs on them */
 } Packed;
 
 /* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */
@@ -35,6 +37,15 @@ size_t matmul_packed_index(int n_in, int o, int i);
 /* Pack W, row-major [n_out, n_in] (PyTorch's Linear.weight) of floats or of halves (half = 1),
  * into dst of the same type. */
 void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out);
+/* bfloat16 products (AVX512-BF16's vdpbf16ps): each weight and each input rounded to bfloat16,
+ * their exact products summed in float32, two inputs per instruction where float32 takes one.
+ * Ready where the build has the instructions and LINGEN_BF16 is not 0 (asked once). */
+int matmul_bf16_ready(void);
+/* Values (bfloat16) a weight packed for them takes: panels of NR outputs, each of (n_in + 1) / 2
+ * pairs of inputs, a pair's two values side by side per output; zero past the last. */
+size_t matmul_bf16_values(int n_in, int n_out);
+/* Pack W, row-major [n_out, n_in] floats, rounded to bfloat16 (float_to_bf16), into dst. */
+void matmul_bf16_pack(uint16_t *dst, const float *W, int n_in, int n_out);
 /* W[o][i] of a packed weight, as a float. */
 float matmul_packed_get(Packed W, int n_in, int o, int i);
 /* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */

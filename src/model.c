@@ -150,18 +150,29 @@ static int list_weights(Model *m, Want *w) {
  * them: floats' worth of the arena it takes. */
 static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
 #define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
-/* Where the processor has AMX, a float16 weight is held twice: packed for matmul.c's kernel
- * (sampling steps) and, after it, for the tiles (the parallel form: transformer.c). */
+/* A float16 weight may be held up to three times, one after the other, each on a cache line:
+ * packed for matmul.c's kernel (the parallel form's products, exact in float32); where the
+ * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
+ * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
+ * where it has AMX, packed for the tiles (the parallel form's products: transformer.c). */
+static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
     return held_half(w) ? (n + 1) / 2 : n;
 }
+/* not the head: its means must land inside a bin (2/255 wide), and it is a hundredth of the work */
+static int held_bf16(const Want *w) {
+    return held_half(w) && matmul_bf16_ready() && strcmp(w->name, "head.weight") != 0;
+}
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
-/* Where the tiles' copy starts: after the panels, on a cache line. */
-static size_t amx_offset(const Want *w) { return (panels_floats(w) + ALIGN - 1) / ALIGN * ALIGN; }
+static size_t bf16_offset(const Want *w) { return align(panels_floats(w)); }
+static size_t amx_offset(const Want *w) {
+    return held_bf16(w) ? align(bf16_offset(w) + (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2)
+                        : bf16_offset(w);
+}
 static size_t held_floats(const Want *w) {
     if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
-    if (!held_amx(w)) return panels_floats(w);
+    if (!held_amx(w)) return held_bf16(w) ? amx_offset(w) : panels_floats(w);
     return amx_offset(w) + (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2;
 }
 
@@ -187,12 +198,14 @@ static int widen(const Want *w, float *dst, const char *path, Err *e) {
     float *tmp = xmalloc(n * sizeof(float));
     st_to_f32(w->t, tmp);
     int rc = check_finite(tmp, n, path, w->name, e), half = held_half(w);
-    if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
     int n_in = (int)w->t->shape[1], n_out = (int)w->t->shape[0];
+    uint16_t *bf16 = held_bf16(w) ? (uint16_t *)(dst + bf16_offset(w)) : NULL;
+    if (!rc && bf16) matmul_bf16_pack(bf16, tmp, n_in, n_out);
+    if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
     uint16_t *amx = held_amx(w) ? (uint16_t *)(dst + amx_offset(w)) : NULL;
     if (!rc) matmul_pack(dst, tmp, half, n_in, n_out);
     if (!rc && amx) matmul_amx_pack(amx, (const uint16_t *)tmp, n_in, n_out);
-    *w->lin = (Packed){dst, half, amx};
+    *w->lin = (Packed){dst, half, amx, bf16};
     free(tmp);
     return rc;
 }

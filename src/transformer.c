@@ -128,12 +128,14 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
     over_rows(residual_item, &(Rows){NULL, x, y, w, b, rows, d, post});
 }
 
-/* A weight as the form uses it: the parallel form's products on AMX tiles where the model holds
- * them (matmul_amx.h: 1.6x for an evaluation on 16 Xeon cores), a step's on matmul.c's kernel, which
- * streams the float16 weights as they are (on the tiles a step measured slower at every batch:
- * 0.2-0.3x at batch 1, 0.7-1.0x at 64). */
-static Packed form(Packed w, int T) {
+/* A weight as the form uses it: the parallel form's products in float32, on AMX tiles where the
+ * model holds them (matmul_amx.h: 1.6x for an evaluation on 16 Xeon cores); a step's on
+ * matmul.c's kernel, which streams the weights as they are (on the tiles a step measured slower
+ * at every batch: 0.2-0.3x at batch 1, 0.7-1.0x at 64), in bfloat16 where the model holds them
+ * so, unless the run is exact (matmul.h: twice the multiply-adds per instruction). */
+static Packed form(Packed w, const RunState *s, int T) {
     if (T == 1) w.amx = NULL;
+    if (T != 1 || s->exact) w.bf16 = NULL;
     return w;
 }
 
@@ -149,21 +151,21 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     /* At a step, the linear state S is read and written once, too big for the caches to keep
      * between steps: its reads go out while the qkv product computes rather than after it. */
     float *S = c->attention == ATTN_LINEAR ? s->S + l * s->B * H * D * D : NULL;
-    matmul_prefetch(s->qkv, in, form(w->qkv_w, T), w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof(float));
+    matmul_prefetch(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof(float));
     if (c->attention == ATTN_LINEAR)
         linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    matmul(s->xn, s->att, form(w->out_w, T), w->out_b, rows, d, d);
+    matmul(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d);
     residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre);
 
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d); in = s->xn; }
-    matmul_ex(s->hid, in, form(w->ff1_w, T), w->ff1_b, rows, d, c->d_ff, NULL, 0, c->gelu ? MATMUL_GELU : MATMUL_RELU);
-    matmul(s->xn, s->hid, form(w->ff2_w, T), w->ff2_b, rows, c->d_ff, d);
+    matmul_ex(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, NULL, 0, c->gelu ? MATMUL_GELU : MATMUL_RELU);
+    matmul(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d);
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre);
 }
 
@@ -179,7 +181,7 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d);
-    matmul(s->out, s->xn, form(m->head_w, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
+    matmul(s->out, s->xn, form(m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
     s->n_pos += T;
 }
 

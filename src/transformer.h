@@ -23,6 +23,8 @@ typedef struct {
     float *kc, *vc;    /* softmax: [L][B][H][N][D] each: the KV cache */
     float *scratch;    /* attention workspace */
     float *pe;         /* [N, d/2] positional encodings */
+    int exact;         /* 1: a step's products in float32 too (evaluation); 0 (runstate_init's):
+                        * in bfloat16 where the model holds its weights so (model.h) */
 } RunState;
 
 int  runstate_init(RunState *s, const Config *c, int B, int T, Err *e);

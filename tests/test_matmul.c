@@ -3,7 +3,8 @@
  * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
  * the same bits, and so do the fused activations; a row's outputs do not depend on the other rows. Where AMX is ready (or built
  * with LINGEN_AMX_EMULATE: its tiles as C, Makefile's test_matmul_amx), the same for its products
- * on the halves, to about twice float32's rounding. */
+ * on the halves, to about twice float32's rounding. Where bfloat16 products are ready (AVX512-BF16),
+ * theirs against the double-precision sums of the bfloat16-rounded inputs and weights. */
 #include "testutil.h"
 
 #include <math.h>
@@ -20,14 +21,6 @@ static uint16_t random_half(unsigned *s) {
     *s = *s * 1664525u + 1013904223u;
     unsigned r = *s >> 8;
     return (uint16_t)((r & 1) << 15 | (1 + (r >> 1) % 14) << 10 | ((r >> 5) & 0x3ff));
-}
-
-/* a bfloat16 as a float: its 16 bits are the float's top half */
-static float bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 /* out against the double-precision sums, to tol times the sum of the terms' magnitudes */
@@ -58,14 +51,14 @@ static void check(int rows, int n_in, int n_out) {
     for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
     matmul_pack(Wf, W, 0, n_in, n_out);
     matmul_pack(Wh, H, 1, n_in, n_out);
-    Packed Wp = {Wf, 0, NULL};
+    Packed Wp = {Wf, 0, NULL, NULL};
     for (int i = 0; i < rows * n_out; i++) out[i] = NAN;   /* every element must be written */
     matmul(out, x, Wp, b, rows, n_in, n_out);
     expect_near("floats", out, x, W, b, rows, n_in, n_out, 1e-6);
     /* the same values held as halves: the same products, bit for bit */
     float *again = malloc(sizeof(float) * rows * n_out);
     for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-    matmul(again, x, (Packed){Wh, 1, NULL}, b, rows, n_in, n_out);
+    matmul(again, x, (Packed){Wh, 1, NULL, NULL}, b, rows, n_in, n_out);
     assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     /* prefetching is a hint: the same products, bit for bit, whatever the region's size */
     size_t sizes[] = {1, 4096, (size_t)1 << 22};
@@ -84,7 +77,7 @@ static void check(int rows, int n_in, int n_out) {
             assert_true(want[i] == (out[i] > 0 ? out[i] : 0));
         for (int half = 0; half <= 1; half++) {
             for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL} : Wp, b, rows, n_in, n_out, NULL, 0, act);
+            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL, NULL} : Wp, b, rows, n_in, n_out, NULL, 0, act);
             assert_memory_equal(again, want, sizeof(float) * rows * n_out);
         }
     }
@@ -93,14 +86,32 @@ static void check(int rows, int n_in, int n_out) {
         uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
         matmul_amx_pack(A, H, n_in, n_out);
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-        matmul(again, x, (Packed){Wh, 1, A}, b, rows, n_in, n_out);
+        matmul(again, x, (Packed){Wh, 1, A, NULL}, b, rows, n_in, n_out);
         /* the sum is rounded after each of 5 partial products: about twice float32's error */
         expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
         float *pf = malloc(sizeof(float) * rows * n_out);   /* prefetching changes no bit there either */
-        matmul_prefetch(pf, x, (Packed){Wh, 1, A}, b, rows, n_in, n_out, region, sizes[1]);
+        matmul_prefetch(pf, x, (Packed){Wh, 1, A, NULL}, b, rows, n_in, n_out, region, sizes[1]);
         assert_memory_equal(pf, again, sizeof(float) * rows * n_out);
         free(pf);
         free(A);
+    }
+    if (matmul_bf16_ready()) {   /* the same weights rounded to bfloat16, and so is x: their exact
+                                  * products summed in float32, to float32's rounding */
+        uint16_t *B = malloc(sizeof(uint16_t) * matmul_bf16_values(n_in, n_out));
+        float *Wr = malloc(sizeof(float) * n_in * n_out), *xr = malloc(sizeof(float) * rows * n_in);
+        matmul_bf16_pack(B, W, n_in, n_out);
+        for (int i = 0; i < n_in * n_out; i++) Wr[i] = bf16_to_float(float_to_bf16(W[i]));
+        for (int i = 0; i < rows * n_in; i++) xr[i] = bf16_to_float(float_to_bf16(x[i]));
+        Packed P = {Wh, 1, NULL, B};
+        for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+        matmul(again, x, P, b, rows, n_in, n_out);
+        expect_near("bfloat16", again, xr, Wr, b, rows, n_in, n_out, 1e-6);
+        float *more = malloc(sizeof(float) * rows * n_out);   /* prefetch, relu: the same bits */
+        matmul_prefetch(more, x, P, b, rows, n_in, n_out, region, sizes[1]);
+        assert_memory_equal(more, again, sizeof(float) * rows * n_out);
+        matmul_ex(more, x, P, b, rows, n_in, n_out, NULL, 0, MATMUL_RELU);
+        for (int i = 0; i < rows * n_out; i++) assert_true(more[i] == (again[i] > 0 ? again[i] : 0));
+        free(more); free(B); free(Wr); free(xr);
     }
     free(again); free(region);
     free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
@@ -135,8 +146,8 @@ static void test_pack_layout(void **state) {
         for (int i = 0; i < n_in; i++) {
             assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
             assert_true(Hp[matmul_packed_index(n_in, o, i)] == H[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Wp, 0, NULL}, n_in, o, i) == W[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Hp, 1, NULL}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Wp, 0, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Hp, 1, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
         }
     assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
     /* AMX's: W[o][i] split in two bfloat16, Wh + Wl, exactly; in block i / 32 of column pair o / 32
@@ -179,8 +190,9 @@ static void test_rows_independent(void **state) {
     for (int t = 1; t <= 2; t++) {
         threads_set(t);
         for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
-            for (int half = 0; half <= 1; half++) {
-                int n = n_in[c], R = 64;
+            for (int kind = 0; kind <= 2; kind++) {   /* floats, halves, bfloat16 pairs */
+                int n = n_in[c], R = 64, half = kind > 0;
+                if (kind == 2 && !matmul_bf16_ready()) continue;
                 float *W = malloc(sizeof(float) * n * n_out), *x = malloc(sizeof(float) * R * n), b[n_out];
                 uint16_t *H = malloc(sizeof(uint16_t) * n * n_out);
                 void *Wp = malloc(sizeof(float) * matmul_packed_values(n, n_out));
@@ -191,7 +203,9 @@ static void test_rows_independent(void **state) {
                 matmul_pack(Wp, half ? (void *)H : (void *)W, half, n, n_out);
                 uint16_t *A = half && matmul_amx_ready() ? malloc(sizeof(uint16_t) * matmul_amx_values(n, n_out)) : NULL;
                 if (A) matmul_amx_pack(A, H, n, n_out);
-                Packed P = {Wp, half, A};
+                uint16_t *B = kind == 2 ? malloc(sizeof(uint16_t) * matmul_bf16_values(n, n_out)) : NULL;
+                if (B) matmul_bf16_pack(B, W, n, n_out);
+                Packed P = {Wp, half, A, B};
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
                     matmul(all, x, P, b, rows[a], n, n_out);
                     for (int r = 0; r < rows[a]; r++) {
@@ -202,7 +216,7 @@ static void test_rows_independent(void **state) {
                     matmul(one, x + n, P, b, 2, n, n_out);   /* rows 1-2 as a pair */
                     assert_memory_equal(one, all + n_out, sizeof(float) * 2 * n_out);
                 }
-                free(W); free(x); free(H); free(Wp); free(all); free(A);
+                free(W); free(x); free(H); free(Wp); free(all); free(A); free(B);
             }
     }
 }
