@@ -5,7 +5,8 @@
 #      --threads 1 (and the same on the quiet 2 cores);
 #   2. scaling: batch 256 on 2 cores against all of CORES (when CORES has 16 or more);
 #   3. RNN sampling at batch 64 on 2 threads against the sgemm ceiling (src/ceiling.h);
-#   4. lingen against PyTorch's step form (scripts/bench_torch.py) at batch 64 and 1, 2 cores;
+#   4. lingen against PyTorch's step form (scripts/bench_torch.py; the faster of its float32 and
+#      bfloat16 products) at batch 64 and 1, 2 cores;
 #   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
 #      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
 # Environment (nothing is built here):
@@ -96,9 +97,11 @@ say "ceiling (batch 64, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.s \([0
 echo "== 4. lingen against PyTorch's step form, same weights, 2 cores"
 for B in 64 1; do
   if [ "$B" = 64 ]; then lg=$ips64; steps=50; else lg=$(ips "$TWO" -n 2 --batch 1 --threads 2); steps=200; fi
-  tj=$(cd scripts && taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2)
+  # PyTorch's products in float32 and in bfloat16 (as lingen's steps where the processor has
+  # AVX512-BF16), one after the other: the faster is the peer
+  tj=$(cd scripts && for dt in "" --bf16; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
   echo "$tj" >> "$OUT/runs.txt"
-  read -r tips tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["images_per_s"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
+  read -r tips tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=max((json.loads(l) for l in sys.stdin if l.startswith("{")), key=lambda r: r["images_per_s"]); print(j["images_per_s"], "PyTorch %s %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["dtype"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$lg" "$tips")x ($lg vs $tips images/s; goal >= $goal)"
 done

@@ -10,7 +10,9 @@ outputs are checked against model.step (the reference) on the same tokens. It ru
 depend on the values, and no time goes to drawing samples, which lingen's figure includes), and
 prints one JSON line: seconds per position, the implied images/s, and which PyTorch it was (version,
 BLAS, MKL, oneDNN). For a linear model every position costs the same, so a prefix extrapolates to
-the whole image.
+the whole image. --bf16 holds the layers' weights in bfloat16 and takes their products on bfloat16
+inputs, as lingen's steps do where the processor has AVX512-BF16 (the head, the norms and the
+state stay float32); make bench times both and compares lingen with the faster.
 """
 import argparse
 import json
@@ -18,9 +20,15 @@ import re
 import time
 
 import torch
+import torch.nn.functional as F
 
 import modelfile
 from model import EPS_LINEAR, phi
+
+
+def linear(lin, x):
+    """lin(x), its product in the weight's dtype (float32, or bfloat16 with --bf16), out in float32."""
+    return F.linear(x.to(lin.weight.dtype), lin.weight, lin.bias).float()
 
 
 def fast_step(m, tokens, t, S, z):
@@ -30,19 +38,20 @@ def fast_step(m, tokens, t, S, z):
     H, D = m.cfg.n_heads, m.cfg.d_head
     for i, layer in enumerate(m.layers):
         a = layer.attn
-        q, k, v = a.qkv(layer.norm1(x) if layer.pre else x).view(B, 3, H, D).unbind(1)
+        ff = lambda h: linear(layer.ff2, layer.act(linear(layer.ff1, h)))   # noqa: E731 (no dropout: eval)
+        q, k, v = linear(a.qkv, layer.norm1(x) if layer.pre else x).view(B, 3, H, D).unbind(1)
         q, k = phi(q), phi(k)
         S[i].addcmul_(k.unsqueeze(-1), v.unsqueeze(-2))        # S += phi(k) v^T
         z[i].add_(k)                                            # z += phi(k)
         num = torch.matmul(q.unsqueeze(-2), S[i]).squeeze(-2)
         den = (q * z[i]).sum(-1, keepdim=True) + EPS_LINEAR
-        y = a.out((num / den).reshape(B, d))
+        y = linear(a.out, (num / den).reshape(B, d))
         if layer.pre:
             x = x + y
-            x = x + layer.ff(layer.norm2(x))
+            x = x + ff(layer.norm2(x))
         else:
             x = layer.norm1(x + y)
-            x = layer.norm2(x + layer.ff(x))
+            x = layer.norm2(x + ff(x))
     return m.head_out(x)
 
 
@@ -61,6 +70,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bf16", action="store_true", help="the layers' products in bfloat16")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     m, _ = modelfile.load(a.model)
@@ -73,12 +83,19 @@ def main():
     tok[:, 0] = 256
     with torch.inference_mode():
         st = m.init_state(a.batch)
+        want = [m.step(tok[:, t], t, st) for t in range(min(steps, 3))]   # the reference step, float32
+        tol = 1e-4
+        if a.bf16:   # bfloat16 products: about 2^-9 of each term; 0.05 is far below a wrong step's error
+            for layer in m.layers:
+                for lin in (layer.attn.qkv, layer.attn.out, layer.ff1, layer.ff2):
+                    lin.to(torch.bfloat16)
+            tol = 5e-2
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
-        for t in range(min(steps, 3)):   # the same numbers as the reference step
-            want, got = m.step(tok[:, t], t, st), fast_step(m, tok[:, t], t, S, z)
-            if not torch.allclose(want, got, rtol=1e-4, atol=1e-4):
+        for t, w in enumerate(want):   # the same numbers as the reference step
+            got = fast_step(m, tok[:, t], t, S, z)
+            if not torch.allclose(w, got, rtol=tol, atol=tol):
                 raise SystemExit(f"fast step differs from model.step at position {t}: "
-                                 f"{(want - got).abs().max().item():.3g}")
+                                 f"{(w - got).abs().max().item():.3g}")
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
         fast_step(m, tok[:, 0], 0, S, z)   # warm-up
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
@@ -87,6 +104,7 @@ def main():
             fast_step(m, tok[:, t], t, S, z)
         secs = (time.perf_counter() - t0) / steps
     print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads, "steps": steps,
+                      "dtype": "bfloat16" if a.bf16 else "float32",
                       "seconds_per_step": secs, "images_per_s": a.batch / (secs * N), **torch_info()}))
 
 

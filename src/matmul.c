@@ -58,10 +58,16 @@ typedef __m256 vec;
 #define MR_FLOAT 6
 #endif
 
-/* bfloat16 pairs (matmul_bf16_pack) where the build has AVX512-BF16: vdpbf16ps takes two inputs
- * of each output per instruction, where vfmadd takes one. */
-#if SIMD && VW == 16 && defined(__AVX512BF16__)   /* the AVX-512 kernel (not the AVX2 one built by -U__AVX512F__) */
+/* bfloat16 pairs (matmul_bf16_pack) with the AVX-512 kernel (not the AVX2 one that the tests
+ * build with -U__AVX512F__): vdpbf16ps takes two inputs of each output per instruction, where
+ * vfmadd takes one. Its instructions are built whatever the build's -march and run only where
+ * the processor has them (matmul_bf16_ready), so one binary for AVX-512 machines serves both. */
+#if SIMD && VW == 16 && defined(__GNUC__)
 #define BF16 1
+#ifndef __AVX512BF16__
+#pragma GCC target("avx512bf16")   /* the compiler emits these instructions only for their intrinsics */
+#endif
+#include <cpuid.h>
 #else
 #define BF16 0
 #endif
@@ -116,6 +122,10 @@ int matmul_bf16_ready(void) {
     if (ready < 0) {
         const char *env = getenv("LINGEN_BF16");
         ready = BF16 && !(env && strcmp(env, "0") == 0);
+#if BF16
+        unsigned a, b, c, d;   /* CPUID leaf 7, subleaf 1: EAX bit 5 is AVX512-BF16 */
+        ready = ready && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
+#endif
     }
     return ready;
 }
