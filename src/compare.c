@@ -141,7 +141,8 @@ void compare_print(FILE *f, const Comparison *c) {
     }
     fprintf(f, "\n");
     if (c->sgemm_gflops > 0)   /* measured on the CPU runs only */
-        fprintf(f, "sgemm ceiling: 1024^3 sgemm at %.1f GFLOP/s (%d threads) / %.2f GFLOP per image = %s images/s;\n"
+        fprintf(f, "sgemm ceiling: 1024^3 product at %.1f GFLOP/s (the fastest of OpenBLAS's sgemm and lingen's "
+                   "kernels for a step, %d threads) / %.2f GFLOP per image = %s images/s;\n"
                    "  RNN mode reaches %.1f%% of it.\n",
                 c->sgemm_gflops, c->threads, c->flops_per_image / 1e9, fmt_num(a, sizeof a, c->ceiling_ips),
                 100 * c->ceiling_fraction);

@@ -26,7 +26,8 @@ typedef struct {
     const char *dataset, *linear_model, *softmax_model;
     int seq_len, n_images, batch, test_images, threads;
     int gpu;                         /* the model ran on the GPU (--device cuda): its memory is not in the RSS */
-    double sgemm_gflops;             /* 1024^3 sgemm in the same run, same threads */
+    double sgemm_gflops;             /* 1024^3 product in the same run, same threads: the fastest of
+                                      * sgemm and the step kernels (ceiling.h) */
     double flops_per_image;          /* the linear model in step form */
     double ceiling_ips, ceiling_fraction;   /* set by compare_finish */
     CompareRow rows[N_ROWS];
