@@ -166,9 +166,7 @@ static inline __attribute__((always_inline)) void kstep(const int R, const int h
         const uint16_t *w = (const uint16_t *)Wp + i * 2 * NR;
         __m512bh w0 = (__m512bh)_mm512_loadu_si512(w), w1 = (__m512bh)_mm512_loadu_si512(w + 2 * VW);
         for (int r = 0; r < R; r++) {
-            int32_t pair;
-            memcpy(&pair, (const char *)x + ((size_t)r * ldx + i) * 4, 4);
-            __m512bh xr = (__m512bh)_mm512_set1_epi32(pair);
+            __m512bh xr = (__m512bh)_mm512_broadcastd_epi32(_mm_loadu_si32((const char *)x + ((size_t)r * ldx + i) * 4));
             lo[r] = _mm512_dpbf16_ps(lo[r], xr, w0);
             hi[r] = _mm512_dpbf16_ps(hi[r], xr, w1);
         }
