@@ -98,8 +98,9 @@ expect 0 "sample --json" $L sample -m $LM -n 3 --seed 4 -t 1 -o "$T/j.png" --out
 python3 - "$T/s.json" "$T/out" "$T/j.png" "$T/jd" <<'PY' && ok "sample --json: every figure of the text" || bad "sample --json"
 import json, re, sys
 j = json.load(open(sys.argv[1])); text = open(sys.argv[2]).read()
-m = re.search(r"sampled (\d+) images? \((\d+)x(\d+)x(\d+), (\S+) attention, batch (\d+)\) in ([\d.]+) s: ([\d.]+) images/s -> (\S+)", text)
-n, h, w, c, attn, b, secs, ips, out = m.groups()
+m = re.search(r"sampled (\d+) images? \((\d+)x(\d+)x(\d+), (\S+) attention, batch (\d+)(, bfloat16 products)?\) in ([\d.]+) s: ([\d.]+) images/s -> (\S+)", text)
+n, h, w, c, attn, b, bf16, secs, ips, out = m.groups()
+assert j["products"] == ("bfloat16" if bf16 else "float32") == "float32"   # the fixture's weights are F32
 assert (j["images"], j["height"], j["width"], j["channels"], j["batch"]) == (int(n), int(h), int(w), int(c), int(b)) == (3, 28, 28, 1, 3)
 assert attn == "linear/RNN" and j["attention"] == "linear" and j["mode"] == "RNN"
 assert "%.2f" % j["seconds"] == secs and "%.3f" % j["images_per_s"] == ips
@@ -110,6 +111,18 @@ expect 0 "sample --json - " $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json -
 $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json - 2> "$T/err" > "$T/stdout"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["images"] == 1' "$T/stdout" && ok "--json -: stdout is the JSON alone" || bad "--json -: stdout is not JSON"
 grep -q "sampled 1 image" "$T/err" && ok "--json -: the text went to stderr" || bad "--json -: no text on stderr"
+# the shipped model's products: bfloat16 where the processor has AVX512-BF16, float32 with LINGEN_BF16=0
+cpu=float32; grep -qw avx512_bf16 /proc/cpuinfo && cpu=bfloat16
+for run in "default $cpu" "LINGEN_BF16=0 float32"; do
+  set -- $run
+  expect 0 "sample models/mnist.bin, $1" env ${1#default} $L sample -n 1 -t 1 -o "$T/p.png" --json "$T/p.json"
+  python3 - "$T/p.json" "$T/out" "$2" <<'PY' && ok "sample, $1: $2 products, in the JSON and the text" || bad "sample, $1: not $2 products"
+import json, sys
+j, text, want = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), sys.argv[3]
+assert j["products"] == want, j["products"]
+assert ("bfloat16 products" in text) == (want == "bfloat16"), text
+PY
+done
 expect 1 "sample --json to an unwritable path" $L sample -m $LM -n 1 -o "$T/u.png" --json /nonexistent-dir/s.json
 contains "unwritable --json: names it" "/nonexistent-dir/s.json"
 [ -e "$T/u.png" ] && bad "unwritable --json: sampled anyway" || ok "unwritable --json: checked before sampling"

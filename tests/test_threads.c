@@ -112,19 +112,19 @@ static void test_alone_when_others_slow(void **state) {
 
 /* A job of a fraction of a second decides early: the first period is short, so the loops run
  * alone long before the job ends. The others take 200 us an item, the caller 5: a loop waits
- * for them, but less than a stall (threads.c), which would end the period early by itself. */
+ * for them, but less than a stall (threads.c), which would end the period early by itself.
+ * Set against the caller alone in the same 0.2 s (a busy machine slows both alike): with a
+ * first period as long as the later ones (0.25 s) the job waits throughout, at 0.2 of that. */
 static void test_short_job_decides_early(void **state) {
     (void)state;
     Share s = {.slow_secs = 200e-6};
-    threads_set(2);
-    threads_adapt(0);
-    long together = loops_for(&s, 8, 0.2);
     threads_set(1);
+    long alone = loops_for(&s, 8, 0.2);
     threads_set(2);   /* a fresh plan, as a new job starts with */
     threads_adapt(1);
     long adaptive = loops_for(&s, 8, 0.2);
-    printf("a fresh job's first 0.2 s: %ld loops adaptive, %ld with the slow thread\n", adaptive, together);
-    if (adaptive < 3 * together) fail_msg("%ld loops in a fresh job's first 0.2 s, %ld with the slow thread", adaptive, together);
+    printf("a fresh job's first 0.2 s: %ld loops adaptive, %ld alone\n", adaptive, alone);
+    if (adaptive < alone / 2) fail_msg("%ld loops in a fresh job's first 0.2 s, %ld alone", adaptive, alone);
 }
 
 static void test_together_when_others_help(void **state) {
