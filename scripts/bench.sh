@@ -64,12 +64,13 @@ trap 'stop_busy; exit 143' TERM INT
 echo "== lingen speed, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), cores $CORES (${#CPU[@]} logical, $PHYSICAL physical)" | tee "$OUT/runs.txt"
 
 echo "== 1. threads on 2 cores ($TWO): default count against --threads 1, quiet, then with core $SECOND busy"
-# -n 8 at batch 8, as a small job on a laptop; alternating, three of each, their images/s added
+# -n 8 at batch 8, as a small job on a laptop; alternating pairs (two quiet, six busy: the busy figure
+# moves most), their images/s added
 quiet_d=() quiet_1=() busy_d=() busy_1=()
 for r in 1 2; do quiet_d+=("$(ips "$TWO" -n 8)"); quiet_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
 taskset -c "$SECOND" sh -c 'while :; do :; done' &
 BUSY=$!
-for r in 1 2 3; do busy_d+=("$(ips "$TWO" -n 8)"); busy_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
+for r in 1 2 3 4 5 6; do busy_d+=("$(ips "$TWO" -n 8)"); busy_1+=("$(ips "$TWO" -n 8 --threads 1)"); done
 stop_busy
 echo "quiet: default ${quiet_d[*]}, --threads 1 ${quiet_1[*]} images/s; busy: default ${busy_d[*]}, --threads 1 ${busy_1[*]}"
 say "under load (2 cores, one busy): default threads at $(ratio "$(sum "${busy_d[@]}")" "$(sum "${busy_1[@]}")")x the speed of --threads 1 (goal >= 0.9)"
