@@ -56,7 +56,7 @@ start)
   [ -d .data ] && stage_data .data
   if [ "${MPS:-0}" = 1 ]; then   # MPS: runs sharing the GPU run side by side instead of taking turns
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog; mkdir -p /tmp/mps /tmp/mpslog
-    pgrep -x nvidia-cuda-mps-control > /dev/null || nvidia-cuda-mps-control -d
+    pgrep -f nvidia-cuda-mps-control > /dev/null || nvidia-cuda-mps-control -d
   fi
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
