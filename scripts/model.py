@@ -202,9 +202,11 @@ class Layer(nn.Module):
 class Model(nn.Module):
     """The network of a Config. The options change how it trains, not its weights or its file:
     dropout (residual branches and feed-forward), and the linear attention's chunk length and
-    mixed precision (causal_linear_attention's chunk, mixed)."""
+    mixed precision (causal_linear_attention's chunk, mixed). New weights: init "normal" draws
+    the Linear weights from N(0, 0.02) with zero biases; "pytorch" keeps nn.Linear's own,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both, as the paper's code does. Embeddings: N(0, 1)."""
 
-    def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False):
+    def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False, init="normal"):
         super().__init__()
         self.cfg = cfg
         self.emb = nn.Embedding(257, cfg.d // 2)
@@ -216,7 +218,10 @@ class Model(nn.Module):
             layer.drop.p = dropout
         self.chunk = chunk
         self.mixed_attention = mixed_attention
-        self.apply(self._init)
+        if init == "normal":
+            self.apply(self._init)
+        elif init != "pytorch":
+            raise ValueError(f"init must be 'normal' or 'pytorch', not {init!r}")
 
     @staticmethod
     def _init(m):

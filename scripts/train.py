@@ -105,6 +105,8 @@ def parse_args():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="under torchrun: cuda (one GPU per process, NCCL) or cpu (gloo)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init-scheme", default="normal", choices=["normal", "pytorch"],
+                    help="new weights: Linear from N(0, 0.02), zero biases; or nn.Linear's own (the paper's code)")
     a = ap.parse_args()
     if a.ema_every < 1:
         ap.error("--ema-every must be at least 1")
@@ -147,7 +149,7 @@ def build_model(a):
         return model, so_far
     base = MNIST if a.dataset == "mnist" else CIFAR10
     cfg = Config(**{**base.as_dict(), "attention": a.attention, **(TINY if a.tiny else {})})
-    return Model(cfg, **options), so_far
+    return Model(cfg, init=a.init_scheme, **options), so_far
 
 
 class BatchOrder:
@@ -361,7 +363,8 @@ def recipe(a, cfg, world, batch, graphed, weights):
                ", no clipping")
             + f", EMA {a.ema}{f' every {a.ema_every} steps' if a.ema_every > 1 else ''} ({weights} weights shipped)"
             + (", whole step in one CUDA graph" if graphed else "")
-            + (", file order" if a.no_shuffle else ", shuffled"))
+            + (", file order" if a.no_shuffle else ", shuffled")
+            + (", nn.Linear's own init" if a.init_scheme == "pytorch" else ""))
     return {"trained_by": "scripts/train.py", "recipe": text, "optimizer": a.optimizer, "lr": a.lr,
             "batch": batch * world, "processes": world, "schedule": a.schedule, "clip_mode": a.clip_mode,
             "shuffle": int(not a.no_shuffle)}

@@ -1,6 +1,6 @@
 """Tests of scripts/train.py's parts, in one process on the CPU: the order in which the training
-images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schedules,
-checkpoints at half precision."""
+images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schemes for
+new weights, the schedules, checkpoints at half precision."""
 import argparse
 import os
 import sys
@@ -68,6 +68,27 @@ class Optimization(unittest.TestCase):
             p.grad = torch.zeros(3)
             opt.step()
         self.assertTrue(torch.allclose(p.detach(), torch.tensor([1.0, -2.0, 0.5]) * 0.95 ** 10, rtol=1e-6))
+
+    def test_init_schemes(self):
+        # new weights as the paper's code has them (nn.Linear's own: U(+-1/sqrt(fan_in)), std
+        # 1/sqrt(3 fan_in)) or N(0, 0.02) with zero biases; both through train.py's options
+        for scheme in ("normal", "pytorch"):
+            a = argparse.Namespace(dropout=0.0, chunk=64, mixed_attention=False, init=None, dataset="mnist",
+                                   attention="linear", tiny=False, init_scheme=scheme)
+            torch.manual_seed(0)
+            m, _ = train.build_model(a)
+            for name, lin in [("qkv", m.layers[0].attn.qkv), ("ff2", m.layers[3].ff2), ("head", m.head)]:
+                w, b, bound = lin.weight.detach(), lin.bias.detach(), lin.weight.shape[1] ** -0.5
+                if scheme == "pytorch":
+                    self.assertLessEqual(w.abs().max().item(), bound, name)
+                    self.assertAlmostEqual(w.std().item(), bound / 3 ** 0.5, delta=0.1 * bound, msg=name)
+                    self.assertGreater(b.abs().max().item(), 0.1 * bound, name)
+                else:
+                    self.assertAlmostEqual(w.std().item(), 0.02, delta=0.002, msg=name)
+                    self.assertEqual(b.abs().max().item(), 0.0, name)
+            self.assertAlmostEqual(m.emb.weight.std().item(), 1.0, delta=0.05)
+        with self.assertRaises(ValueError):
+            Model(MNIST, init="xavier")
 
     def test_schedules(self):
         a = argparse.Namespace(lr=1e-3, warmup=10, decay=0.5, schedule="wsd")
