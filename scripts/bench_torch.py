@@ -31,6 +31,11 @@ def linear(lin, x):
     return F.linear(x.to(lin.weight.dtype), lin.weight, lin.bias).float()
 
 
+def feed_forward(layer, x):
+    """layer.ff(x) through linear() (no dropout: the model is in eval mode)."""
+    return linear(layer.ff2, layer.act(linear(layer.ff1, x)))
+
+
 def fast_step(m, tokens, t, S, z):
     """model.step for a linear model with the state updated in place: [B] tokens -> [B, 3M]."""
     x = m.embed(tokens[:, None], t0=t)[:, 0]
@@ -38,7 +43,6 @@ def fast_step(m, tokens, t, S, z):
     H, D = m.cfg.n_heads, m.cfg.d_head
     for i, layer in enumerate(m.layers):
         a = layer.attn
-        ff = lambda h: linear(layer.ff2, layer.act(linear(layer.ff1, h)))   # noqa: E731 (no dropout: eval)
         q, k, v = linear(a.qkv, layer.norm1(x) if layer.pre else x).view(B, 3, H, D).unbind(1)
         q, k = phi(q), phi(k)
         S[i].addcmul_(k.unsqueeze(-1), v.unsqueeze(-2))        # S += phi(k) v^T
@@ -48,10 +52,10 @@ def fast_step(m, tokens, t, S, z):
         y = linear(a.out, (num / den).reshape(B, d))
         if layer.pre:
             x = x + y
-            x = x + ff(layer.norm2(x))
+            x = x + feed_forward(layer, layer.norm2(x))
         else:
             x = layer.norm1(x + y)
-            x = layer.norm2(x + ff(x))
+            x = layer.norm2(x + feed_forward(layer, x))
     return m.head_out(x)
 
 

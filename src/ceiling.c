@@ -46,6 +46,18 @@ static double best_gflops(int own, const float *a, const float *b, Packed W, con
     return best;
 }
 
+/* n halves (or bfloat16) of a few values, none zero: weights for a kernel's 1024^3 product. */
+static uint16_t *some_values(size_t n, uint16_t first, uint16_t step) {
+    uint16_t *h = xmalloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)(first + i % 7 * step);
+    return h;
+}
+
+/* lingen's kernel: the faster of the two */
+static void faster(Ceiling *r, double gflops, const char *kernel) {
+    if (gflops > r->lingen) r->lingen = gflops, r->kernel = kernel;
+}
+
 Ceiling ceiling_measure(int parallel_form) {
     int before = openblas_get_num_threads();   /* 1 in lingen (cli.c); a library caller may differ */
     if (before != 1) openblas_set_num_threads(1);   /* one per item: the threads are lingen's (setting
@@ -58,17 +70,13 @@ Ceiling ceiling_measure(int parallel_form) {
     r.openblas = best_gflops(0, a, b, (Packed){0}, NULL, c);
     r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
     if (parallel_form && matmul_amx_ready()) {   /* the parallel form's products ran on AMX tiles */
-        uint16_t *h = xmalloc(matmul_amx_values(n, n) * sizeof *h);
-        for (size_t i = 0; i < matmul_amx_values(n, n); i++) h[i] = (uint16_t)(0x2c00 + i % 7 * 0x100);
-        double amx = best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL}, bias, c);
-        if (amx > r.lingen) r.lingen = amx, r.kernel = "AMX";   /* the faster of lingen's two */
+        uint16_t *h = some_values(matmul_amx_values(n, n), 0x2c00, 0x100);
+        faster(&r, best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL}, bias, c), "AMX");
         free(h);
     }
     if (!parallel_form && matmul_bf16_ready()) {   /* the steps' products ran in bfloat16 (matmul.h) */
-        uint16_t *h = xmalloc(matmul_bf16_values(n, n) * sizeof *h);
-        for (size_t i = 0; i < matmul_bf16_values(n, n); i++) h[i] = (uint16_t)(0x3d00 + i % 7 * 0x10);
-        double bf16 = best_gflops(1, a, NULL, (Packed){b, 0, NULL, h}, bias, c);
-        if (bf16 > r.lingen) r.lingen = bf16, r.kernel = "AVX512-BF16";
+        uint16_t *h = some_values(matmul_bf16_values(n, n), 0x3d00, 0x10);
+        faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, NULL, h}, bias, c), "AVX512-BF16");
         free(h);
     }
     r.gflops = r.openblas > r.lingen ? r.openblas : r.lingen;

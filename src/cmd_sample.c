@@ -52,13 +52,13 @@ static long default_batch(const Config *c) {
     return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
 }
 
-/* --json: what the closing line (and --ceiling's) prints. */
 /* The arithmetic of the layers' products: bfloat16 where the CPU run's model holds its weights so
  * (model.h); float32 otherwise (the GPU's products keep float32's accuracy too). */
 static const char *products(const Model *m) {
     return device_current() != DEVICE_CUDA && m->layers[0].qkv_w.bf16 ? "bfloat16" : "float32";
 }
 
+/* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const char *path, const Config *c, const char *arith, long done, long batch, long seed,
                           double secs, const char *out, const char *outdir) {
     cJSON *o = cJSON_CreateObject();

@@ -165,15 +165,16 @@ static int held_bf16(const Want *w) {
     return held_half(w) && matmul_bf16_ready() && strcmp(w->name, "head.weight") != 0;
 }
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
+static size_t bf16_floats(const Want *w) { return (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
+static size_t amx_floats(const Want *w) { return (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t bf16_offset(const Want *w) { return align(panels_floats(w)); }
 static size_t amx_offset(const Want *w) {
-    return held_bf16(w) ? align(bf16_offset(w) + (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2)
-                        : bf16_offset(w);
+    return held_bf16(w) ? align(bf16_offset(w) + bf16_floats(w)) : bf16_offset(w);
 }
 static size_t held_floats(const Want *w) {
     if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
-    if (!held_amx(w)) return held_bf16(w) ? amx_offset(w) : panels_floats(w);
-    return amx_offset(w) + (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2;
+    if (held_amx(w)) return amx_offset(w) + amx_floats(w);
+    return held_bf16(w) ? bf16_offset(w) + bf16_floats(w) : panels_floats(w);
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
