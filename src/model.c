@@ -239,7 +239,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     }
     size_t off = 0;   /* where each tensor goes: at the next cache line */
     for (int i = 0; i < n && !rc; i++) {
-        w[i].at = (off + ALIGN - 1) / ALIGN * ALIGN;
+        w[i].at = align(off);
         off = w[i].at + held_floats(&w[i]);
     }
     void *arena = NULL;
