@@ -77,6 +77,11 @@ Ceiling ceiling_measure(int parallel_form) {
     if (!parallel_form && matmul_bf16_ready()) {   /* the steps' products ran in bfloat16 (matmul.h) */
         uint16_t *h = some_values(matmul_bf16_values(n, n), 0x3d00, 0x10);
         faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, NULL, h}, bias, c), "AVX512-BF16");
+        if (matmul_amx_ready()) {   /* and on AMX tiles, where the processor has them */
+            uint16_t *t = some_values(matmul_amx_values(n, n), 0x3d00, 0x10);
+            faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, t, h}, bias, c), "AMX-BF16");
+            free(t);
+        }
         free(h);
     }
     r.gflops = r.openblas > r.lingen ? r.openblas : r.lingen;

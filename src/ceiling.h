@@ -10,12 +10,13 @@ typedef struct {
     double gflops;            /* the ceiling: the larger of the two */
     double openblas, lingen;  /* GFLOP/s of each way */
     int threads;
-    const char *kernel;       /* lingen's: matmul.h's, "AVX512-BF16" (matmul.h) or "AMX" (matmul_amx.h) */
+    const char *kernel;       /* lingen's: matmul.h's, "AVX512-BF16" (matmul.h), "AMX" or "AMX-BF16" (matmul_amx.h) */
 } Ceiling;
 /* parallel_form: the run's products were the parallel form's, on AMX tiles where the model holds
  * them (transformer.c): lingen's kernel is the faster of matmul.h's and the tiles'. Otherwise
  * they were the steps', in bfloat16 where matmul_bf16_ready(): the faster of matmul.h's float
- * kernel and its bfloat16 one, which does twice the multiply-adds per instruction. */
+ * kernel and its bfloat16 one, which does twice the multiply-adds per instruction, and where
+ * the processor has AMX, the tiles' bfloat16 products. */
 Ceiling ceiling_measure(int parallel_form);
 /* Measure the ceiling now and print, after `label`, the GFLOP/s a run of images_per_s reached
  * (flops_per_image of arithmetic each, counted for the form that ran) as a fraction of it. */

@@ -23,7 +23,7 @@ typedef struct {
     const void *p;
     int half;              /* 0: float values, 1: uint16_t halves */
     const uint16_t *amx;   /* or NULL: the same halves packed for AMX tiles (matmul_amx.h); given,
-                            * the product runs there */
+                            * the product runs there (with bf16 also given: the bfloat16 products) */
     const uint16_t *bf16;  /* or NULL: the same weights rounded to bfloat16, packed in pairs of
                             * inputs (matmul_bf16_pack); given, the product runs on them */
 } Packed;

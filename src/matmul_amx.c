@@ -1,12 +1,16 @@
 /* y = x W^T + b on AMX tiles: float16 weights split into two bfloat16, float32 inputs into three
- * (matmul_amx.h).
+ * (matmul_amx.h); or, for a sampling step's bfloat16 products, each input rounded to one
+ * bfloat16 against Wh alone.
  *
- * There are 8 tiles of 16 rows x 64 bytes (tmm0-7). The kernel keeps two 16 x 16 float32 sums
- * (tmm0, tmm1: two column tiles), the four weight tiles of a block of 32 inputs (tmm2-5: Wh and
- * Wl of both column tiles) and the pieces of the inputs in turn (tmm6, tmm7): 7 loads and 10
- * products per block. The inputs are split once per product, 16 rows at a time, in a parallel
- * loop of their own (a few rows by the caller alone). The items are (column tile pairs) x (row
- * tiles); the weights come split from the model (matmul_amx_pack).
+ * There are 8 tiles of up to 16 rows x 64 bytes (tmm0-7). The float32 kernel keeps two 16 x 16
+ * float32 sums (tmm0, tmm1: two column tiles), the four weight tiles of a block of 32 inputs
+ * (tmm2-5: Wh and Wl of both column tiles) and the pieces of the inputs in turn (tmm6, tmm7): 7
+ * loads and 10 products per block. The bfloat16 kernel keeps the sums of two row tiles (tmm0, 1
+ * and tmm4, 5) against the two Wh tiles (tmm2, 3): 4 loads and 4 products per block. Fewer
+ * than 16 rows (a step at a small batch) are tiles of that many rows. The inputs are split once
+ * per product, 16 rows at a time, in a parallel loop of their own (a few rows by the caller
+ * alone). The items are (column tile pairs) x (row tiles); the weights come split from the
+ * model (matmul_amx_pack).
  *
  * The tile instructions are inline assembly (binutils 2.36 or later), so that no compiler flag
  * is needed: nothing here runs unless matmul_amx_ready() said so. Built with
@@ -53,14 +57,15 @@ static inline float from_bf16(uint16_t h) {
 /* The instructions as C: TDPBF16PS adds, for each pair of inputs in turn, both products (exact
  * in float32) to the sum, one rounding each. */
 static _Thread_local unsigned char tmm[8][TR][64];
+static _Thread_local int tmm_rows[8];   /* as the configuration sets them */
 static void emu_load(int t, const void *p, long stride) {
-    for (int r = 0; r < TR; r++) memcpy(tmm[t][r], (const char *)p + r * stride, 64);
+    for (int r = 0; r < tmm_rows[t]; r++) memcpy(tmm[t][r], (const char *)p + r * stride, 64);
 }
 static void emu_store(int t, void *p, long stride) {
-    for (int r = 0; r < TR; r++) memcpy((char *)p + r * stride, tmm[t][r], 64);
+    for (int r = 0; r < tmm_rows[t]; r++) memcpy((char *)p + r * stride, tmm[t][r], 64);
 }
 static void emu_dp(int c, int a, int b) {
-    for (int m = 0; m < TR; m++)
+    for (int m = 0; m < tmm_rows[c]; m++)
         for (int n = 0; n < TC; n++) {
             float sum;
             memcpy(&sum, &tmm[c][m][4 * n], 4);
@@ -77,7 +82,10 @@ static void emu_dp(int c, int a, int b) {
 #define TILE_LOAD(t, p, stride) emu_load(t, p, stride)
 #define TILE_STORE(t, p, stride) emu_store(t, p, stride)
 #define TILE_DP(c, a, b) emu_dp(c, a, b)
-static void tiles_configure(void) {}
+#define TILES_RELEASE() ((void)0)
+static void tiles_configure(int rows, int weights) {
+    for (int t = 0; t < 8; t++) tmm_rows[t] = t >= 2 && t < 2 + weights ? TR : rows;
+}
 static int ready = 1;
 int matmul_amx_ready(void) { return ready; }
 #elif defined(__x86_64__) && defined(__linux__)
@@ -89,14 +97,17 @@ int matmul_amx_ready(void) { return ready; }
 #define TILE_STORE(t, p, stride) \
     __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((long)(stride)) : "memory")
 #define TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+/* The tiles back in their initial state: a thread switched out between loops then has no 8 KB of
+ * tile data for the kernel to save and restore. */
+#define TILES_RELEASE() __asm__ volatile("tilerelease" ::: "memory")
 
-/* Every tile 16 rows of 64 bytes (palette 1). A thread's tile configuration is its own: each
- * item sets it. */
-static void tiles_configure(void) {
+/* Every tile 64 bytes wide (palette 1): the weights' (tmm2 .. 2 + weights - 1) 16 rows, the
+ * others `rows`. A thread's tile configuration is its own: each item sets it. */
+static void tiles_configure(int rows, int weights) {
     struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = TR;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = (uint8_t)(t >= 2 && t < 2 + weights ? TR : rows);
     __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
 
@@ -117,7 +128,8 @@ int matmul_amx_ready(void) {
 #define TILE_LOAD(t, p, stride) ((void)(p), (void)(stride), abort())
 #define TILE_STORE(t, p, stride) ((void)(p), (void)(stride), abort())
 #define TILE_DP(c, a, b) abort()
-static void tiles_configure(void) {}
+#define TILES_RELEASE() abort()
+static void tiles_configure(int rows, int weights) { (void)rows, (void)weights; }
 static int ready = 0;
 int matmul_amx_ready(void) { return ready; }
 #endif
@@ -126,23 +138,25 @@ void matmul_amx_off(void) { ready = 0; }
 
 size_t matmul_amx_values(int n_in, int n_out) { return (size_t)2 * round_up(n_out, 2 * TC) * round_up(n_in, KB); }
 
-/* Block k = i / 32 of column pair o / 32 holds four tiles: Wh of its two column tiles, then Wl
- * of both (the order the kernel loads them); in a tile, row (i % 32) / 2, column o % 16, and
- * which of the pair. Wl is 2 tiles after Wh. */
+/* Column pair o / 32 holds, block by block (k = i / 32), the Wh tiles of its two column tiles,
+ * then the same for Wl: a bfloat16 product streams Wh alone, front to back. In a tile, row
+ * (i % 32) / 2, column o % 16, and which of the pair. */
+size_t matmul_amx_low(int n_in) { return (size_t)2 * (round_up(n_in, KB) / KB) * TILE; }
 size_t matmul_amx_index(int n_in, int o, int i) {
     size_t blocks = (size_t)round_up(n_in, KB) / KB;
-    return (((size_t)(o / (2 * TC)) * blocks + i / KB) * 4 + o / TC % 2) * TILE + (size_t)(i % KB / 2) * 32 +
-           (o % TC) * 2 + i % 2;
+    return ((size_t)(o / (2 * TC)) * blocks * 4 + (size_t)(i / KB) * 2 + o / TC % 2) * TILE +
+           (size_t)(i % KB / 2) * 32 + (o % TC) * 2 + i % 2;
 }
 
 void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out) {
     memset(dst, 0, matmul_amx_values(n_in, n_out) * sizeof *dst);
+    size_t low = matmul_amx_low(n_in);
     for (int o = 0; o < n_out; o++)
         for (int i = 0; i < n_in; i++) {
             size_t k = matmul_amx_index(n_in, o, i);
             float f = half_to_float(W[(size_t)o * n_in + i]);
             dst[k] = to_bf16(f);
-            dst[k + 2 * TILE] = to_bf16(f - from_bf16(dst[k]));   /* exact: the 3 bits left */
+            dst[k + low] = to_bf16(f - from_bf16(dst[k]));   /* exact: the 3 bits left */
         }
 }
 
@@ -167,13 +181,12 @@ static inline void split1(float f, uint16_t *const *dst, int pieces, int i) {
 }
 #endif
 
-/* n floats (a multiple of 16) into hi, mid, lo */
-static void split_floats(const float *v, uint16_t *hi, uint16_t *mid, uint16_t *lo, int n) {
-    uint16_t *dst[3] = {hi, mid, lo};
+/* n floats (a multiple of 16) into hi, mid, lo; or hi alone (pieces = 1) */
+static void split_floats(const float *v, uint16_t *const *dst, int pieces, int n) {
 #if SPLIT_AVX512
-    for (int i = 0; i < n; i += 16) split16(_mm512_loadu_ps(v + i), dst, 3, i);
+    for (int i = 0; i < n; i += 16) split16(_mm512_loadu_ps(v + i), dst, pieces, i);
 #else
-    for (int i = 0; i < n; i++) split1(v[i], dst, 3, i);
+    for (int i = 0; i < n; i++) split1(v[i], dst, pieces, i);
 #endif
 }
 
@@ -181,26 +194,46 @@ typedef struct {
     float *out;
     const float *x, *b;
     const uint16_t *w;
-    uint16_t *pieces;   /* 3 x [row tiles x 16][ld]: xh, xm, xl */
+    uint16_t *pieces;   /* n_pieces x [row tiles x 16][ld]: xh, xm, xl; or xh alone */
     const char *pf;     /* lines to prefetch, shared out over the items (matmul.h's matmul_prefetch) */
     size_t lines, items;
     int rows, n_in, n_out, ld, act, pairs_per_item, col_groups, tiles_per_item;
+    int n_pieces, tile_rows;   /* 3 (float32) or 1 (bfloat16); rows of a row tile, 16 or fewer */
 } Product;
 
-/* Rows 16 item .. 16 item + 15 of x into their three pieces (zero past the last row and input) */
+/* The rows of row tile `item` of x into their pieces (zero past the last row and input) */
 static void split_rows(void *ctx, int item, int thread) {
     (void)thread;
     const Product *q = ctx;
     size_t plane = (size_t)round_up(q->rows, TR) * q->ld;
     float v[q->ld];
-    for (int r = item * TR; r < (item + 1) * TR; r++) {
-        uint16_t *h = q->pieces + (size_t)r * q->ld;
+    for (int r = item * TR; r < item * TR + q->tile_rows; r++) {
+        uint16_t *h = q->pieces + (size_t)r * q->ld, *dst[3] = {h, h + plane, h + 2 * plane};
         int n = r < q->rows ? q->n_in : 0;
         if (n) memcpy(v, q->x + (size_t)r * q->n_in, n * sizeof *v);
         memset(v + n, 0, (q->ld - n) * sizeof *v);
-        split_floats(v, h, h + plane, h + 2 * plane, q->ld);
+        split_floats(v, dst, q->n_pieces, q->ld);
     }
 }
+
+/* The sums of row tile rt, column tiles c0 .. c0 + 31 (from tile registers a and b), into out:
+ * whole tiles straight there, else through sums; then the activation. */
+#define STORE_SUMS(a, b, rt)                                                                            \
+    do {                                                                                                \
+        int r0_ = (rt) * TR, nr_ = q->rows - r0_ < q->tile_rows ? q->rows - r0_ : q->tile_rows;         \
+        float *o_ = q->out + (size_t)r0_ * q->n_out + c0;                                               \
+        if (nr_ == q->tile_rows && c0 + 2 * TC <= q->n_out) {                                           \
+            TILE_STORE(a, o_, (long)q->n_out * 4);                                                      \
+            TILE_STORE(b, o_ + TC, (long)q->n_out * 4);                                                 \
+        } else {                                                                                        \
+            TILE_STORE(a, sums[0], TC * 4);                                                             \
+            TILE_STORE(b, sums[1], TC * 4);                                                             \
+            for (int r = 0; r < nr_; r++)                                                               \
+                for (int j = 0; j < 2 * TC && c0 + j < q->n_out; j++)                                   \
+                    o_[(size_t)r * q->n_out + j] = sums[j / TC][r][j % TC];                             \
+        }                                                                                               \
+        if (q->act) matmul_activate(o_, q->n_out, nr_, q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC, q->act); \
+    } while (0)
 
 /* One item: column tile pairs p0 .. p1 - 1 against row tiles t0 .. t1 - 1. */
 static void product_item(void *ctx, int item, int thread) {
@@ -213,24 +246,46 @@ static void product_item(void *ctx, int item, int thread) {
     long lda = (long)q->ld * 2;
     float init[2][TR][TC], sums[2][TR][TC];
     for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, 2);
-    tiles_configure();
+    tiles_configure(q->tile_rows, q->n_pieces == 1 ? 2 : 4);
     for (int p = p0; p < p1; p++) {
-        const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE;   /* the pair's blocks: Wh0, Wh1, Wl0, Wl1 each */
+        const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE, *wl = wp + (size_t)blocks * 2 * TILE;   /* Wh, Wl */
         for (int t = 0; t < 2; t++)   /* the sums start at the bias, as matmul.c's */
-            for (int r = 0; r < TR; r++)
+            for (int r = 0; r < q->tile_rows; r++)
                 for (int j = 0, o = (2 * p + t) * TC; j < TC; j++, o++) init[t][r][j] = q->b && o < q->n_out ? q->b[o] : 0;
         int c0 = 2 * p * TC;
+        if (q->n_pieces == 1) {   /* bfloat16: two row tiles at a time against Wh */
+            for (int rt = t0; rt < t1; rt += 2) {
+                const uint16_t *a = q->pieces + (size_t)rt * TR * q->ld;
+                int two = rt + 1 < t1;
+                TILE_LOAD(0, init[0], TC * 4);
+                TILE_LOAD(1, init[1], TC * 4);
+                if (two) { TILE_LOAD(4, init[0], TC * 4); TILE_LOAD(5, init[1], TC * 4); }
+                for (int k = 0; k < blocks; k++) {
+                    const uint16_t *wk = wp + (size_t)k * 2 * TILE, *ak = a + k * KB;
+                    TILE_LOAD(2, wk, 64);
+                    TILE_LOAD(3, wk + TILE, 64);
+                    TILE_LOAD(6, ak, lda);
+                    TILE_DP(0, 6, 2); TILE_DP(1, 6, 3);
+                    if (two) {
+                        TILE_LOAD(7, ak + (size_t)TR * q->ld, lda);
+                        TILE_DP(4, 7, 2); TILE_DP(5, 7, 3);
+                    }
+                }
+                STORE_SUMS(0, 1, rt);
+                if (two) STORE_SUMS(4, 5, rt + 1);
+            }
+            continue;
+        }
         for (int rt = t0; rt < t1; rt++) {
             const uint16_t *a = q->pieces + (size_t)rt * TR * q->ld;
-            int r0 = rt * TR, nr = q->rows - r0 < TR ? q->rows - r0 : TR;
             TILE_LOAD(0, init[0], TC * 4);
             TILE_LOAD(1, init[1], TC * 4);
             for (int k = 0; k < blocks; k++) {
-                const uint16_t *wk = wp + (size_t)k * 4 * TILE, *ak = a + k * KB;
+                const uint16_t *wk = wp + (size_t)k * 2 * TILE, *lk = wl + (size_t)k * 2 * TILE, *ak = a + k * KB;
                 TILE_LOAD(2, wk, 64);              /* Wh, first column tile */
                 TILE_LOAD(3, wk + TILE, 64);       /* Wh, second */
-                TILE_LOAD(4, wk + 2 * TILE, 64);   /* Wl, first */
-                TILE_LOAD(5, wk + 3 * TILE, 64);   /* Wl, second */
+                TILE_LOAD(4, lk, 64);              /* Wl, first */
+                TILE_LOAD(5, lk + TILE, 64);       /* Wl, second */
                 TILE_LOAD(6, ak, lda);             /* xh */
                 TILE_DP(0, 6, 2); TILE_DP(1, 6, 3); TILE_DP(0, 6, 4); TILE_DP(1, 6, 5);
                 TILE_LOAD(7, ak + plane, lda);     /* xm */
@@ -238,20 +293,12 @@ static void product_item(void *ctx, int item, int thread) {
                 TILE_LOAD(6, ak + 2 * plane, lda); /* xl */
                 TILE_DP(0, 6, 2); TILE_DP(1, 6, 3);
             }
-            float *o = q->out + (size_t)r0 * q->n_out + c0;
-            if (nr == TR && c0 + 2 * TC <= q->n_out) {   /* whole tiles: straight into out */
-                TILE_STORE(0, o, (long)q->n_out * 4);
-                TILE_STORE(1, o + TC, (long)q->n_out * 4);
-            } else {
-                TILE_STORE(0, sums[0], TC * 4);
-                TILE_STORE(1, sums[1], TC * 4);
-                for (int r = 0; r < nr; r++)
-                    for (int j = 0; j < 2 * TC && c0 + j < q->n_out; j++) o[(size_t)r * q->n_out + j] = sums[j / TC][r][j % TC];
-            }
-            if (q->act) matmul_activate(o, q->n_out, nr, q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC, q->act);
+            STORE_SUMS(0, 1, rt);
         }
     }
+    TILES_RELEASE();
 }
+#undef STORE_SUMS
 
 /* The inputs' pieces, kept from one product to the next: a sampling step takes dozens of
  * products, and a fresh buffer of this size would be mapped (and faulted in) for each. The
@@ -260,12 +307,12 @@ static uint16_t *scratch;
 static size_t scratch_size;
 
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                const void *pf, size_t pf_bytes, int act) {
-    int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC);
+                const void *pf, size_t pf_bytes, int act, int bf16) {
+    int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC), pieces = bf16 ? 1 : PIECES;
     size_t enough = 2 * (size_t)threads_count();   /* items: every thread two, if the work allows */
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
         int n = rows - r0 < CHUNK ? rows - r0 : CHUNK, row_tiles = (n + TR - 1) / TR;
-        size_t need = (size_t)3 * row_tiles * TR * ld;
+        size_t need = (size_t)pieces * row_tiles * TR * ld;
         if (need > scratch_size) free(scratch), scratch = xmalloc(need * sizeof *scratch), scratch_size = need;
         /* one pair an item before the rows are split: each item streams its pairs' weights once */
         int per = pairs, tiles = row_tiles;
@@ -274,7 +321,8 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
             tiles = (tiles + 1) / 2;
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
         Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch, r0 ? NULL : pf,
-                     r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per, col_groups, tiles};
+                     r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per, col_groups, tiles,
+                     pieces, n < TR ? n : TR};
         if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */
             for (int t = 0; t < row_tiles; t++) split_rows(&q, t, 0);
         else

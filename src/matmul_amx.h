@@ -1,5 +1,5 @@
 /* y = x W^T + b on Intel AMX tiles (Xeon Sapphire Rapids and later), for float16 weights, at
- * float32's accuracy.
+ * float32's accuracy, or as matmul.h's bfloat16 products.
  *
  * A tile product takes bfloat16 values (8 significant bits) and sums in float32. A float16 weight
  * (11 bits) is two bfloat16 exactly, W = Wh + Wl, and a float32 input (24 bits) three,
@@ -13,14 +13,15 @@
  * The model uses it for the parallel form (transformer.c: evaluation, a prefix), where a
  * product has hundreds of rows or more: an evaluation of MNIST on a 16-core Xeon ran at 36.8
  * images/s against 22.7 with matmul.c's AVX-512 kernel (2 cores: 12.8 against 11.1), the same
- * bits/dim to 5 digits. A sampling step is not worth it: streaming twice the bytes of weights and
- * taking five tile products per value cost more than the tiles save (2 cores, split weights:
- * batch 1 0.2-0.3x, batch 16 0.6-0.8x, batch 64 0.7-1.0x of matmul.c's kernel).
+ * bits/dim to 5 digits. A sampling step in float32 is not worth it there (five tile products per
+ * value: 0.2-0.3x matmul.c's kernel at batch 1, 0.7-1.0x at 64); its bfloat16 products are
+ * (matmul.h): each input rounded once, against Wh alone, one tile product per value (2 Xeon
+ * cores: 2.1-2.3x matmul.c's AVX512-BF16 kernel at batch 64, 1.4x at 8, 0.8-0.95x at 1).
  *
  * Packed layout: output columns in tiles of 16, padded to a multiple of 32 (the kernel takes two
- * column tiles at once), inputs in blocks of 32 (zero padded). Block k of column pair p holds four
- * tiles, Wh of both column tiles then Wl of both; a tile is 16 rows of 16 (column, pair of
- * inputs) bfloat16: TDPBF16PS's layout of its second operand. */
+ * column tiles at once), inputs in blocks of 32 (zero padded). Column pair p holds block by block
+ * the Wh tiles of its two column tiles, then block by block their Wl tiles; a tile is 16 rows of
+ * 16 (column, pair of inputs) bfloat16: TDPBF16PS's layout of its second operand. */
 #ifndef LINGEN_MATMUL_AMX_H
 #define LINGEN_MATMUL_AMX_H
 #include <stddef.h>
@@ -33,14 +34,18 @@ int matmul_amx_ready(void);
 /* From now on, not: the model runs on a GPU (device.c), and the tiles' copy of the weights would
  * only take memory and load time. Before any model is loaded. */
 void matmul_amx_off(void);
-/* bfloat16 values that a packed [n_out, n_in] weight takes, and where W[o][i]'s Wh is held (its Wl
- * 2 tiles, 1,024 values, further on). */
+/* bfloat16 values that a packed [n_out, n_in] weight takes, where W[o][i]'s Wh is held, and how
+ * far its Wl is held after it. */
 size_t matmul_amx_values(int n_in, int n_out);
 size_t matmul_amx_index(int n_in, int o, int i);
+size_t matmul_amx_low(int n_in);
 /* Split and pack W, row-major [n_out, n_in] float16 (half.h), into dst. */
 void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out);
-/* out[rows, n_out] = x[rows, n_in] W^T + b (b may be NULL), then act (matmul.h) on every output. */
-/* pf, pf_bytes: a region to pull into the caches meanwhile, as matmul_prefetch's (may be NULL). */
+/* out[rows, n_out] = x[rows, n_in] W^T + b (b may be NULL), then act (matmul.h) on every output.
+ * pf, pf_bytes: a region to pull into the caches meanwhile, as matmul_prefetch's (may be NULL).
+ * bf16 = 1: matmul.h's bfloat16 products instead (a sampling step): each input rounded to
+ * bfloat16, times Wh (the weight rounded to bfloat16), summed in float32; one tile product per
+ * value, against five. */
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                const void *pf, size_t pf_bytes, int act);
+                const void *pf, size_t pf_bytes, int act, int bf16);
 #endif

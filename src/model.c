@@ -154,7 +154,8 @@ static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
  * packed for matmul.c's kernel (the parallel form's products, exact in float32); where the
  * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
  * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
- * where it has AMX, packed for the tiles (the parallel form's products: transformer.c). */
+ * where it has AMX, packed for the tiles (the parallel form's products, and the steps' in
+ * bfloat16 where both are held: transformer.c). */
 static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
