@@ -88,18 +88,18 @@ def main():
     with torch.inference_mode():
         st = m.init_state(a.batch)
         want = [m.step(tok[:, t], t, st) for t in range(min(steps, 3))]   # the reference step, float32
-        tol = 1e-4
-        if a.bf16:   # bfloat16 products: about 2^-9 of each term; 0.05 is far below a wrong step's error
-            for layer in m.layers:
+        tol = 1e-5   # relative to the outputs' norm
+        if a.bf16:   # bfloat16 products: about 2^-9 of each term, 0.5% of the outputs' norm after
+            for layer in m.layers:   # 8 layers (one output can move by 0.2); a wrong step moves it by 10% or more
                 for lin in (layer.attn.qkv, layer.attn.out, layer.ff1, layer.ff2):
                     lin.to(torch.bfloat16)
-            tol = 5e-2
+            tol = 3e-2
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
         for t, w in enumerate(want):   # the same numbers as the reference step
             got = fast_step(m, tok[:, t], t, S, z)
-            if not torch.allclose(w, got, rtol=tol, atol=tol):
-                raise SystemExit(f"fast step differs from model.step at position {t}: "
-                                 f"{(w - got).abs().max().item():.3g}")
+            rel = ((w - got).norm() / w.norm()).item()
+            if not rel <= tol:
+                raise SystemExit(f"fast step differs from model.step at position {t}: relative error {rel:.3g}")
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
         fast_step(m, tok[:, 0], 0, S, z)   # warm-up
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
