@@ -180,7 +180,8 @@ int cmd_sample(int argc, char **argv) {
         fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s\n",
                 total, total == 1 ? "" : "s", c->height, c->width, c->channels,
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch,
-                strcmp(arith, "bfloat16") ? "" : ", bfloat16 products", temp, ranks, secs, total / secs, out);
+                strcmp(arith, "bfloat16") ? "" : m.layers[0].qkv_w.amx ? ", bfloat16 products on AMX tiles" : ", bfloat16 products",
+                temp, ranks, secs, total / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
             sgemm = ceiling_report("ceiling: ", flops, total / secs, 0);

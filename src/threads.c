@@ -198,7 +198,8 @@ int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); 
  * spent the worse way; while the choice holds, the trials come ever less often (a losing trial
  * costs its time). */
 #define KINDS 64
-#define TRIAL_SECONDS 0.05   /* a few steps of sampling */
+#define TRIAL_SECONDS 0.01   /* ~30 steps of sampling at batch 8, 4 at 64 (2 EPYC cores: 0.05 s
+                              * lost 2-5% to the wrong way, with a core busy and quiet alike) */
 #define GAP_MIN 0.25         /* seconds the better way runs between trials, at first ... */
 #define GAP_MAX 8.0          /* ... and, while it keeps winning, at most */
 #define MIN_LOOPS 64         /* loops in a period, at least */

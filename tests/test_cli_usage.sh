@@ -98,7 +98,7 @@ expect 0 "sample --json" $L sample -m $LM -n 3 --seed 4 -t 1 -o "$T/j.png" --out
 python3 - "$T/s.json" "$T/out" "$T/j.png" "$T/jd" <<'PY' && ok "sample --json: every figure of the text" || bad "sample --json"
 import json, re, sys
 j = json.load(open(sys.argv[1])); text = open(sys.argv[2]).read()
-m = re.search(r"sampled (\d+) images? \((\d+)x(\d+)x(\d+), (\S+) attention, batch (\d+)(, bfloat16 products)?\) in ([\d.]+) s: ([\d.]+) images/s -> (\S+)", text)
+m = re.search(r"sampled (\d+) images? \((\d+)x(\d+)x(\d+), (\S+) attention, batch (\d+)(, bfloat16 products(?: on AMX tiles)?)?\) in ([\d.]+) s: ([\d.]+) images/s -> (\S+)", text)
 n, h, w, c, attn, b, bf16, secs, ips, out = m.groups()
 assert j["products"] == ("bfloat16" if bf16 else "float32") == "float32"   # the fixture's weights are F32
 assert (j["images"], j["height"], j["width"], j["channels"], j["batch"]) == (int(n), int(h), int(w), int(c), int(b)) == (3, 28, 28, 1, 3)
