@@ -63,6 +63,13 @@ static double seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* LINGEN_PROFILE's counts (threads.h), per kind of loop: file:function */
+#define PROFILE_KINDS 64
+typedef struct { const char *name; long calls, items; double secs; } ProfileKind;
+static ProfileKind profile[PROFILE_KINDS];
+static int profiling = -1;   /* -1: not asked yet */
+static double profile_start;
+
 /* Spin until *p differs from val or SPIN_SECONDS pass; returns whether it changed. */
 static int spin_while(_Atomic uint32_t *p, uint32_t val) {
     double t0 = 0;
@@ -160,6 +167,8 @@ static void forked_child(void) {
     atomic_store(&sleepers, 0);
     atomic_store(&caller_asleep, 0);
     atomic_store(&stopping, 0);
+    memset(profile, 0, sizeof profile);   /* the child's profile is its own work */
+    profile_start = seconds();
 }
 
 static void plan_reset(void);
@@ -290,7 +299,7 @@ static void run_alone(int n_items, ParallelFn fn, void *ctx) {
     for (int i = 0; i < n_items; i++) fn(ctx, i, 0);
 }
 
-void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
+static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
     if (n_items <= 0) return;
     if (n_items == 1 || threads_count() == 1) {
         run_alone(n_items, fn, ctx);
@@ -299,7 +308,7 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     if ((uint32_t)n_items > ITEM_MASK) {
         for (int first = 0; first < n_items; first += ITEM_MASK) {
             Offset o = {fn, ctx, first};
-            parallel_for(n_items - first < (int)ITEM_MASK ? n_items - first : (int)ITEM_MASK, offset_item, &o, size);
+            run_loop(n_items - first < (int)ITEM_MASK ? n_items - first : (int)ITEM_MASK, offset_item, &o, size);
         }
         return;
     }
@@ -336,4 +345,59 @@ void parallel_for(int n_items, ParallelFn fn, void *ctx, double size) {
     /* a stall: try the caller alone now rather than at the end of the period (a short job on a
      * busy machine would spend its whole run in the first period) */
     if (t2 - t1 > STALL_SECONDS && t2 - t1 > t1 - t0 && !plan.in_trial && plan.end > t2) plan.end = t2;
+}
+
+/* LINGEN_PROFILE: wall time per kind of loop (threads.h). */
+
+void threads_profile_print(FILE *f) {
+    double total = seconds() - profile_start, in_loops = 0;
+    int order[PROFILE_KINDS], n = 0;
+    for (int k = 0; k < PROFILE_KINDS && profile[k].name; k++) order[n++] = k, in_loops += profile[k].secs;
+    for (int i = 1; i < n; i++)   /* the longest first */
+        for (int j = i; j > 0 && profile[order[j]].secs > profile[order[j - 1]].secs; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    fprintf(f, "lingen profile: %.3f s from the first parallel loop, %d thread%s\n", total, n_threads,
+            n_threads == 1 ? "" : "s");
+    fprintf(f, "  %-40s %10s %12s %10s %7s\n", "loop", "calls", "items", "seconds", "share");
+    for (int i = 0; i < n; i++) {
+        const ProfileKind *e = &profile[order[i]];
+        fprintf(f, "  %-40s %10ld %12ld %10.3f %6.1f%%\n", e->name, e->calls, e->items, e->secs,
+                total > 0 ? 100 * e->secs / total : 0);
+    }
+    fprintf(f, "  %-40s %10s %12s %10.3f %6.1f%%\n", "other (outside the loops)", "", "", total - in_loops,
+            total > 0 ? 100 * (total - in_loops) / total : 0);
+}
+
+static void profile_at_exit(void) { threads_profile_print(stderr); }
+
+void threads_profile(int on) {
+    if (on && profiling <= 0) profile_start = seconds(), memset(profile, 0, sizeof profile);
+    profiling = on;
+}
+
+static void profile_add(const char *name, int n_items, double secs) {
+    for (int k = 0; k < PROFILE_KINDS; k++) {
+        if (!profile[k].name) profile[k].name = name;
+        if (profile[k].name == name || !strcmp(profile[k].name, name)) {
+            profile[k].calls++, profile[k].items += n_items, profile[k].secs += secs;
+            return;
+        }
+    }
+}
+
+void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name) {
+    if (profiling < 0) {
+        const char *env = getenv("LINGEN_PROFILE");
+        profiling = env && *env && strcmp(env, "0");
+        if (profiling) profile_start = seconds(), atexit(profile_at_exit);
+    }
+    if (!profiling) {
+        run_loop(n_items, fn, ctx, size);
+        return;
+    }
+    double t0 = seconds();
+    run_loop(n_items, fn, ctx, size);
+    profile_add(name, n_items, seconds() - t0);
 }

@@ -16,6 +16,7 @@
  * its share of them). */
 #ifndef LINGEN_THREADS_H
 #define LINGEN_THREADS_H
+#include <stdio.h>
 
 /* Use n threads, the caller included (n <= 0: every core this process may run on). Call it
  * before the first loop, or between loops; returns the number in use. */
@@ -35,5 +36,14 @@ void threads_adapt(int on);
  * do different work (say, their multiply-adds): the loops of one kind are timed together, to
  * judge whether the other threads help it (threads.c). Called from one thread, not from fn. */
 typedef void (*ParallelFn)(void *ctx, int item, int thread);
-void parallel_for(int n_items, ParallelFn fn, void *ctx, double size);
+void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name);
+#define parallel_for(n_items, fn, ctx, size) parallel_for_named(n_items, fn, ctx, size, __FILE__ ":" #fn)
+
+/* Where the time goes, without a profiler: with LINGEN_PROFILE=1 in the environment (read at
+ * the first loop), each kind of loop (file:function) counts its calls, items and wall time, and
+ * the profile is printed to stderr at exit, with the time outside the loops (the caller's
+ * serial work) as "other". threads_profile_print writes it now, to f. */
+void threads_profile_print(FILE *f);
+/* Count from now (on = 1: a fresh profile, printed only when asked), or not (0); tests. */
+void threads_profile(int on);
 #endif

@@ -100,12 +100,13 @@ static void layernorm_item(void *ctx, int item, int thread) {
         layernorm_row(q->out + (size_t)r * q->d, q->x + (size_t)r * q->d, q->w, q->b, q->d);
 }
 
-static void over_rows(ParallelFn fn, const Rows *q) {
+static void over_rows_named(ParallelFn fn, const Rows *q, const char *name) {
     int items = (q->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-    if (items >= 4) parallel_for(items, fn, (void *)q, (double)q->rows * q->d);
+    if (items >= 4) parallel_for_named(items, fn, (void *)q, (double)q->rows * q->d, name);
     else
         for (int i = 0; i < items; i++) fn((void *)q, i, 0);
 }
+#define over_rows(fn, ...) over_rows_named(fn, __VA_ARGS__, __FILE__ ":" #fn)   /* the loop named as fn (threads.h) */
 
 static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
     over_rows(layernorm_item, &(Rows){out, (float *)x, NULL, w, b, rows, d, 0});

@@ -202,8 +202,60 @@ static void test_usable_cores(void **state) {
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* LINGEN_PROFILE's table: each kind of loop by file and function, its calls, items and time,
+ * the longest first, and the time outside the loops; every loop counted once, whether it ran
+ * with the other threads or alone. */
+static void sleepy_item(void *ctx, int item, int thread) {
+    (void)ctx, (void)item, (void)thread;
+    struct timespec t = {0, 5 * 1000 * 1000};
+    nanosleep(&t, NULL);   /* 5 ms */
+}
+
+static void test_profile(void **state) {
+    (void)state;
+    threads_set(2);
+    threads_adapt(0);
+    Count *c = calloc(1, sizeof *c);
+    c->n = 10;
+    threads_profile(1);
+    for (int k = 0; k < 3; k++) parallel_for(c->n, count_item, c, c->n);
+    for (int k = 0; k < 2; k++) parallel_for(1, sleepy_item, c, 1);   /* one item: the caller alone */
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL);   /* 20 ms outside the loops */
+    char text[4096] = "";
+    FILE *f = tmpfile();
+    threads_profile_print(f);
+    rewind(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[got] = 0;
+    threads_profile(0);
+    printf("%s", text);
+    long calls = 0, items = 0;
+    double secs = 0, other = 0;
+    const char *line = strstr(text, "tests/test_threads.c:count_item ");
+    assert_non_null(line);
+    assert_int_equal(sscanf(line + strlen("tests/test_threads.c:count_item"), "%ld %ld %lf", &calls, &items, &secs), 3);
+    assert_int_equal(calls, 3);
+    assert_int_equal(items, 30);
+    line = strstr(text, "tests/test_threads.c:sleepy_item ");
+    assert_non_null(line);
+    assert_int_equal(sscanf(line + strlen("tests/test_threads.c:sleepy_item"), "%ld %ld %lf", &calls, &items, &secs), 3);
+    assert_int_equal(calls, 2);
+    assert_int_equal(items, 2);
+    assert_true(secs >= 0.0095 && secs < 1);   /* its 10 ms of sleep */
+    assert_true(strstr(text, "sleepy_item") < strstr(text, "count_item"));   /* the longest first */
+    line = strstr(text, "other (outside the loops)");
+    assert_non_null(line);
+    assert_int_equal(sscanf(line + strlen("other (outside the loops)"), "%lf", &other), 1);
+    assert_true(other >= 0.019);
+    for (int i = 0; i < c->n; i++) assert_int_equal(c->runs[i], 3);
+    free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_profile),
         cmocka_unit_test(test_each_item_once),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_alone_when_others_slow),
