@@ -40,19 +40,6 @@
 
 static int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
-/* bfloat16 of a finite float, rounded to nearest even; and back (exact) */
-static inline uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-static inline float from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 #if defined(LINGEN_AMX_EMULATE)
 /* The instructions as C: TDPBF16PS adds, for each pair of inputs in turn, both products (exact
  * in float32) to the sum, one rounding each. */
@@ -74,7 +61,7 @@ static void emu_dp(int c, int a, int b) {
                     uint16_t x, w;
                     memcpy(&x, &tmm[a][m][4 * k + 2 * p], 2);
                     memcpy(&w, &tmm[b][k][4 * n + 2 * p], 2);
-                    sum += from_bf16(x) * from_bf16(w);
+                    sum += bf16_to_float(x) * bf16_to_float(w);
                 }
             memcpy(&tmm[c][m][4 * n], &sum, 4);
         }
@@ -155,8 +142,8 @@ void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out) {
         for (int i = 0; i < n_in; i++) {
             size_t k = matmul_amx_index(n_in, o, i);
             float f = half_to_float(W[(size_t)o * n_in + i]);
-            dst[k] = to_bf16(f);
-            dst[k + low] = to_bf16(f - from_bf16(dst[k]));   /* exact: the 3 bits left */
+            dst[k] = float_to_bf16(f);
+            dst[k + low] = float_to_bf16(f - bf16_to_float(dst[k]));   /* exact: the 3 bits left */
         }
 }
 
@@ -175,8 +162,8 @@ static inline void split16(__m512 f, uint16_t *const *dst, int pieces, int i) {
 #else
 static inline void split1(float f, uint16_t *const *dst, int pieces, int i) {
     for (int p = 0; p < pieces; p++) {
-        dst[p][i] = to_bf16(f);
-        f -= from_bf16(dst[p][i]);
+        dst[p][i] = float_to_bf16(f);
+        f -= bf16_to_float(dst[p][i]);
     }
 }
 #endif

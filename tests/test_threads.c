@@ -147,13 +147,19 @@ static void test_together_when_others_help(void **state) {
     if (s.share < 0.15) fail_msg("the second thread took only %.1f%% of the items", 100 * s.share);
 }
 
-/* A fork()ed child (compare measures in children) has its own workers. */
-static void test_fork(void **state) {
-    (void)state;
+/* Two threads, every loop on both; a fresh count of n items for count_item. */
+static Count *two_threads_counting(int n) {
     threads_adapt(0);
     threads_set(2);
     Count *c = calloc(1, sizeof *c);
-    c->n = 64;
+    c->n = n;
+    return c;
+}
+
+/* A fork()ed child (compare measures in children) has its own workers. */
+static void test_fork(void **state) {
+    (void)state;
+    Count *c = two_threads_counting(64);
     parallel_for(c->n, count_item, c, c->n);   /* the parent's workers are running */
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -213,10 +219,7 @@ static void sleepy_item(void *ctx, int item, int thread) {
 
 static void test_profile(void **state) {
     (void)state;
-    threads_set(2);
-    threads_adapt(0);
-    Count *c = calloc(1, sizeof *c);
-    c->n = 10;
+    Count *c = two_threads_counting(10);
     threads_profile(1);
     for (int k = 0; k < 3; k++) parallel_for(c->n, count_item, c, c->n);
     for (int k = 0; k < 2; k++) parallel_for(1, sleepy_item, c, 1);   /* one item: the caller alone */
