@@ -125,14 +125,15 @@ def _chunked(q, k, v, chunk):
     return out.reshape(B, H, nc * chunk, D)[:, :, :T]
 
 
-def causal_softmax_attention(q, k, v):
+def causal_softmax_attention(q, k, v, dropout=0.0):
+    """dropout: on the attention weights, in training (the paper code's attention_dropout)."""
     if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2.0 (fused on the GPU)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     T, D = q.shape[-2], q.shape[-1]
     s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
     mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     s = s.masked_fill(~mask, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+    return F.dropout(torch.softmax(s, dim=-1), dropout) @ v
 
 
 def linear_attention_step(state, i):
@@ -201,12 +202,13 @@ class Layer(nn.Module):
 
 class Model(nn.Module):
     """The network of a Config. The options change how it trains, not its weights or its file:
-    dropout (residual branches and feed-forward), and the linear attention's chunk length and
+    dropout (residual branches and feed-forward), attn_dropout (softmax attention's weights),
+    and the linear attention's chunk length and
     mixed precision (causal_linear_attention's chunk, mixed). New weights: init "normal" draws
     the Linear weights from N(0, 0.02) with zero biases; "pytorch" keeps nn.Linear's own,
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both, as the paper's code does. Embeddings: N(0, 1)."""
 
-    def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False, init="normal"):
+    def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False, init="normal", attn_dropout=0.0):
         super().__init__()
         self.cfg = cfg
         self.emb = nn.Embedding(257, cfg.d // 2)
@@ -216,6 +218,7 @@ class Model(nn.Module):
         self.register_buffer("pe", positional_encoding(cfg.seq_len, cfg.d // 2), persistent=False)
         for layer in self.layers:
             layer.drop.p = dropout
+        self.attn_dropout = attn_dropout
         self.chunk = chunk
         self.mixed_attention = mixed_attention
         if init == "normal":
@@ -233,7 +236,8 @@ class Model(nn.Module):
 
     def _parallel_attn(self):
         if self.cfg.attention == "softmax":
-            return causal_softmax_attention
+            p = self.attn_dropout if self.training else 0.0
+            return functools.partial(causal_softmax_attention, dropout=p)
         return functools.partial(causal_linear_attention, chunk=self.chunk, mixed=self.mixed_attention)
 
     def embed(self, tokens, t0=0):

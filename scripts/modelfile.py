@@ -93,7 +93,7 @@ def export(model, path, provenance=None, dtype=torch.float32):
 
 def load(path, dtype=torch.float32, **options):
     """Model file -> (Model in eval mode with weights widened to dtype, metadata).
-    options: Model's training options (dropout, chunk, mixed_attention)."""
+    options: Model's training options (dropout, attn_dropout, chunk, mixed_attention)."""
     tensors, meta = read_safetensors(path)
     cfg = config_from_metadata(meta)
     m = Model(cfg, **options)

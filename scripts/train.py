@@ -75,7 +75,8 @@ def parse_args():
                     help="wsd: warmup, constant, linear decay to 0 (--warmup, --decay); constant: --lr throughout")
     ap.add_argument("--warmup", type=int, default=500, help="steps of linear warmup (wsd)")
     ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying (wsd)")
-    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout on the residual branches and the feed-forward's hidden layer")
+    ap.add_argument("--attn-dropout", type=float, default=0.0, help="dropout on softmax attention's weights")
     ap.add_argument("--clip", type=float, default=1.0, help="clip the gradient's norm to this (0: no clipping)")
     ap.add_argument("--clip-mode", default="global", choices=["global", "per-tensor"],
                     help="clip the norm of all gradients together, or of each parameter tensor's (the paper)")
@@ -139,7 +140,7 @@ def setup_distributed(a):
 def build_model(a):
     """The weights of --init if that file exists (a warm restart), else new ones.
     -> (model, the training so far as the init file records it)"""
-    options = dict(dropout=a.dropout, chunk=a.chunk, mixed_attention=a.mixed_attention)
+    options = dict(dropout=a.dropout, attn_dropout=a.attn_dropout, chunk=a.chunk, mixed_attention=a.mixed_attention)
     so_far = {"gpu_seconds": 0.0, "epochs": 0.0, "steps": 0, "history": []}
     if a.init and os.path.exists(a.init):
         model, meta = modelfile.load(a.init, **options)
@@ -356,7 +357,7 @@ def recipe(a, cfg, world, batch, graphed, weights):
     text = (f"{name}(lr={a.lr}, betas=({b1},{b2}), wd={a.wd}{' decoupled' if a.optimizer == 'radam' else ''}), "
             f"batch {batch * world}{f' ({world} processes x {batch})' if world > 1 else ''}, "
             + (f"warmup {a.warmup}, decay {a.decay}" if a.schedule == "wsd" else "constant lr")
-            + f", dropout {a.dropout}, " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
+            + f", dropout {a.dropout}" + (f", attention dropout {a.attn_dropout}" if a.attn_dropout else "") + ", " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
             + (" (linear attention mixed)" if a.mixed_attention and linear else "")
             + (f", chunk {a.chunk}" if a.chunk != 64 else "")
             + (f", clip {a.clip}{' per tensor' if a.clip_mode == 'per-tensor' else ''}" if a.clip > 0 else
@@ -459,7 +460,7 @@ def main():
             print(f"resumed {a.ckpt} at step {step}", file=sys.stderr)
     if graphed:
         try:
-            graphed.capture(random=a.dropout > 0)
+            graphed.capture(random=a.dropout > 0 or a.attn_dropout > 0)
         except Exception as e:
             print(f"capturing the whole step failed ({e!r:.300}); plain steps", file=sys.stderr)
             graphed, opt = None, make_optimizer(a, params, dev)
