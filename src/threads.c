@@ -99,18 +99,19 @@ static int take_one(int r, int front, ParallelFn *fn, void **ctx) {
 }
 
 /* Run items of whatever loop is current until none is left: this thread's range, then the
- * others', from their back. */
+ * others', from their back. The items it ran are counted once, at the end: one update of the
+ * shared count per thread and loop, not one per item. */
 static void take_items(int thread) {
+    uint32_t ran = 0;
     for (int k = 0; k < n_threads; k++) {
         int r = (thread + k) % n_threads, item;
         ParallelFn fn;
         void *ctx;
-        while ((item = take_one(r, k == 0, &fn, &ctx)) >= 0) {
-            fn(ctx, item, thread);
-            uint32_t n = atomic_load_explicit(&loop_items, memory_order_relaxed);
-            if (atomic_fetch_add(&done, 1) + 1 == n && atomic_load(&caller_asleep)) futex_wake(&done, 1);
-        }
+        while ((item = take_one(r, k == 0, &fn, &ctx)) >= 0) fn(ctx, item, thread), ran++;
     }
+    if (!ran) return;
+    uint32_t n = atomic_load_explicit(&loop_items, memory_order_relaxed);
+    if (atomic_fetch_add(&done, ran) + ran == n && atomic_load(&caller_asleep)) futex_wake(&done, 1);
 }
 
 static uint32_t posted_at_start;   /* posted when the workers were started */
@@ -322,13 +323,15 @@ static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
     }
     static uint64_t generation;
     generation = (generation + 1) & ((1u << 24) - 1);
+    /* Release stores, published by the increment of posted: each store of a word that another
+     * core holds then waits for that core's line alongside the others, not one after another. */
     atomic_store_explicit(&job_fn, fn, memory_order_relaxed);
     atomic_store_explicit(&job_ctx, ctx, memory_order_relaxed);
-    atomic_store(&done, 0);
-    atomic_store(&loop_items, (uint32_t)n_items);
+    atomic_store_explicit(&done, 0, memory_order_relaxed);
+    atomic_store_explicit(&loop_items, (uint32_t)n_items, memory_order_relaxed);
     for (int t = 0; t < n_threads; t++) {   /* thread t's share: items n t / T .. n (t+1) / T */
         uint64_t first = (uint64_t)n_items * t / n_threads, end = (uint64_t)n_items * (t + 1) / n_threads;
-        atomic_store(&slot[t].w, generation << (2 * ITEM_BITS) | end << ITEM_BITS | first);
+        atomic_store_explicit(&slot[t].w, generation << (2 * ITEM_BITS) | end << ITEM_BITS | first, memory_order_release);
     }
     atomic_fetch_add(&posted, 1);
     if (atomic_load(&sleepers)) futex_wake(&posted, n_items - 1);
