@@ -11,8 +11,9 @@
  *   S_t = S_t-1 + phi(k_t) v_t^T,  z_t = z_t-1 + phi(k_t),
  *   out_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps).
  * T > 1 uses the chunked form: masked product inside a chunk, the state between chunks.
- * S [B][H][D][D], z [B][H][D] for this layer. */
-void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
+ * S [B][H][D][D], z [B][H][D] for this layer. out16: or NULL, at a step (T = 1) out rounded to
+ * bfloat16 too, for the next product (matmul.h's Rounded). */
+void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out, uint16_t *out16,
                       int B, int T, float *scratch);
 size_t linear_attention_scratch(const Config *c, int T);   /* floats */
 /* Arithmetic (FLOPs, a multiply-add counts 2) of one layer's attention over one image's whole

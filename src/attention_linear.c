@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "fastexp.h"
+#include "matmul.h"
 #include "threads.h"
 
 #define CHUNK 64
@@ -100,6 +101,7 @@ static void chunk(int D, int n, float *S, float *z, const float *q, const float 
 typedef struct {
     const Config *c;
     float *S, *z, *out, *scratch;
+    uint16_t *out16;
     const float *qkv;
     int T, pairs, per_item;   /* (image, head) pairs, and how many one parallel item takes */
     size_t per_thread;
@@ -116,6 +118,7 @@ static void attention_item(void *ctx, int item, int thread) {
         if (T == 1) {   /* the paper's head width as a constant: out and v stay in registers */
             if (D == 32) step(32, Sbh, zbh, q, k, v, o);
             else step(D, Sbh, zbh, q, k, v, o);
+            if (a->out16) matmul_round_bf16(a->out16 + (size_t)b * d + h * D, o, D);
             continue;
         }
         for (int t = 0; t < T; t += CHUNK) {
@@ -127,12 +130,12 @@ static void attention_item(void *ctx, int item, int thread) {
     }
 }
 
-void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out,
+void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out, uint16_t *out16,
                       int B, int T, float *scratch) {
     int pairs = B * c->n_heads;
     /* A step's pair is a microsecond of work: take several at once, about 8 items per thread. */
     int per_item = T > 1 ? 1 : pairs / (8 * threads_count());
     if (per_item < 1) per_item = 1;
-    Attn a = {c, S, z, out, scratch, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
+    Attn a = {c, S, z, out, scratch, T == 1 ? out16 : NULL, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
     parallel_for((pairs + per_item - 1) / per_item, attention_item, &a, (double)pairs * T);
 }

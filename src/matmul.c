@@ -315,6 +315,7 @@ typedef struct {
     const char *pf;
     size_t lines, items;
     int rows, n_in, n_out, np, mb, act, G, ng, ldx;
+    uint16_t *out16;   /* or NULL: the outputs rounded to bfloat16 too (matmul_rounded) */
 } Product;
 
 void matmul_activate(float *o, int ldo, int rows, int ncols, int act) {
@@ -358,6 +359,19 @@ static void product_item(void *ctx, int item, int thread) {
     int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
     if (q->act && (grouped || !relu))
         matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
+    if (q->out16)   /* while the outputs are still in the cache */
+        for (int r = r0; r < r0 + rows; r++)
+            matmul_round_bf16(q->out16 + (size_t)r * q->n_out + p0 * NR, q->out + (size_t)r * q->n_out + p0 * NR, c1 - p0 * NR);
+}
+
+void matmul_round_bf16(uint16_t *dst, const float *x, int n) {
+    int i = 0;
+#if BF16
+    if (matmul_bf16_ready())   /* the instruction rounds as float_to_bf16 does */
+        for (; i + 32 <= n; i += 32)
+            _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) dst[i] = float_to_bf16(x[i]);
 }
 
 #if BF16
@@ -368,12 +382,9 @@ static void round_rows(void *ctx, int item, int thread) {
     (void)thread;
     const Rounding *q = ctx;
     for (int r = item * ROUND_ROWS; r < q->rows && r < (item + 1) * ROUND_ROWS; r++) {
-        const float *xr = q->x + (size_t)r * q->n_in;
         uint16_t *br = q->buf + (size_t)r * q->ld;
-        size_t i = 0;
-        for (; i + 32 <= (size_t)q->n_in; i += 32)
-            _mm512_storeu_si512(br + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + i + 16), _mm512_loadu_ps(xr + i)));
-        for (; i < q->ld; i++) br[i] = i < (size_t)q->n_in ? float_to_bf16(xr[i]) : 0;
+        matmul_round_bf16(br, q->x + (size_t)r * q->n_in, q->n_in);
+        if (q->ld > (size_t)q->n_in) br[q->n_in] = 0;   /* the last pair's second value */
     }
 }
 
@@ -400,18 +411,22 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
 }
 #endif
 
-void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-               const void *pf, size_t pf_bytes, int act) {
+void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
+                    const void *pf, size_t pf_bytes, int act, Rounded r) {
+    if (!W.bf16 || n_in % MATMUL_ROUNDED_ALIGN) r.x16 = NULL;
+    if (!W.bf16 || n_out % MATMUL_ROUNDED_ALIGN) r.out16 = NULL;
     if (W.amx) {
-        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, pf, pf_bytes, act, W.bf16 != NULL);
+        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, pf, pf_bytes, act, W.bf16 != NULL, r.x16, r.out16);
         return;
     }
     const void *xs = x;
 #if BF16
     if (W.bf16) {
-        xs = bf16_rows(x, rows, n_in);
+        xs = r.x16 ? r.x16 : bf16_rows(x, rows, n_in);
         W = (Packed){W.bf16, PAIRS, NULL, NULL};
     }
+#else
+    r.out16 = NULL;   /* no bfloat16 products here: nothing would read it */
 #endif
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
@@ -423,8 +438,13 @@ void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, i
     while (G > 1 && (np + G - 1) / G < 2 * threads) G /= 2;
     int ng = (np + G - 1) / G;
     Product q = {out, xs, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * ng, rows, n_in, n_out, np, mb, act, G, ng,
-                 steps(n_in, W.half)};
+                 steps(n_in, W.half), r.out16};
     parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
+}
+
+void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
+               const void *pf, size_t pf_bytes, int act) {
+    matmul_rounded(out, x, W, b, rows, n_in, n_out, pf, pf_bytes, act, (Rounded){NULL, NULL});
 }
 
 void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,

@@ -60,6 +60,19 @@ void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int r
 enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
                const void *pf, size_t pf_bytes, int act);
+/* x[n] rounded to bfloat16 as the bfloat16 products round their inputs (half.h's float_to_bf16). */
+void matmul_round_bf16(uint16_t *dst, const float *x, int n);
+/* A bfloat16 product's input already rounded, and its output rounded as well, for the next
+ * product: a sampling step takes dozens of products, and the loop that writes a value rounds it
+ * while it is in the cache, where each product would round its input again, alone or in one
+ * more parallel loop. Rows n_in (x16) and n_out (out16) apart; a row count padded to a multiple
+ * of 16 (the tiles' rows: zero rows, never written). Taken where W holds bfloat16 weights and the
+ * width is a multiple of MATMUL_ROUNDED_ALIGN, else ignored; either may be NULL. */
+#define MATMUL_ROUNDED_ALIGN 32
+#define MATMUL_ROUNDED_ROWS(rows) (((rows) + 15) / 16 * 16)
+typedef struct { const uint16_t *x16; uint16_t *out16; } Rounded;
+void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
+                    const void *pf, size_t pf_bytes, int act, Rounded r);
 /* act on rows x ncols outputs, rows ldo apart (matmul_amx.c's products end with it too). */
 void matmul_activate(float *o, int ldo, int rows, int ncols, int act);
 #endif

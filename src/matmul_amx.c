@@ -182,6 +182,8 @@ typedef struct {
     const float *x, *b;
     const uint16_t *w;
     uint16_t *pieces;   /* n_pieces x [row tiles x 16][ld]: xh, xm, xl; or xh alone */
+    const uint16_t *in; /* what the tiles read: pieces, or the input as its writer rounded it */
+    uint16_t *out16;    /* or NULL: the outputs rounded to bfloat16 too (matmul.h's Rounded) */
     const char *pf;     /* lines to prefetch, shared out over the items (matmul.h's matmul_prefetch) */
     size_t lines, items;
     int rows, n_in, n_out, ld, act, pairs_per_item, col_groups, tiles_per_item;
@@ -199,7 +201,8 @@ static void split_rows(void *ctx, int item, int thread) {
         int n = r < q->rows ? q->n_in : 0;
         if (n) memcpy(v, q->x + (size_t)r * q->n_in, n * sizeof *v);
         memset(v + n, 0, (q->ld - n) * sizeof *v);
-        split_floats(v, dst, q->n_pieces, q->ld);
+        if (q->n_pieces == 1) matmul_round_bf16(h, v, q->ld);   /* as the writers of rounded inputs round */
+        else split_floats(v, dst, q->n_pieces, q->ld);
     }
 }
 
@@ -219,7 +222,11 @@ static void split_rows(void *ctx, int item, int thread) {
                 for (int j = 0; j < 2 * TC && c0 + j < q->n_out; j++)                                   \
                     o_[(size_t)r * q->n_out + j] = sums[j / TC][r][j % TC];                             \
         }                                                                                               \
-        if (q->act) matmul_activate(o_, q->n_out, nr_, q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC, q->act); \
+        int nc_ = q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC;                                     \
+        if (q->act) matmul_activate(o_, q->n_out, nr_, nc_, q->act);                                   \
+        if (q->out16)                                                                                   \
+            for (int r = 0; r < nr_; r++)                                                               \
+                matmul_round_bf16(q->out16 + (size_t)(r0_ + r) * q->n_out + c0, o_ + (size_t)r * q->n_out, nc_); \
     } while (0)
 
 /* One item: column tile pairs p0 .. p1 - 1 against row tiles t0 .. t1 - 1. */
@@ -242,7 +249,7 @@ static void product_item(void *ctx, int item, int thread) {
         int c0 = 2 * p * TC;
         if (q->n_pieces == 1) {   /* bfloat16: two row tiles at a time against Wh */
             for (int rt = t0; rt < t1; rt += 2) {
-                const uint16_t *a = q->pieces + (size_t)rt * TR * q->ld;
+                const uint16_t *a = q->in + (size_t)rt * TR * q->ld;
                 int two = rt + 1 < t1;
                 TILE_LOAD(0, init[0], TC * 4);
                 TILE_LOAD(1, init[1], TC * 4);
@@ -264,7 +271,7 @@ static void product_item(void *ctx, int item, int thread) {
             continue;
         }
         for (int rt = t0; rt < t1; rt++) {
-            const uint16_t *a = q->pieces + (size_t)rt * TR * q->ld;
+            const uint16_t *a = q->in + (size_t)rt * TR * q->ld;
             TILE_LOAD(0, init[0], TC * 4);
             TILE_LOAD(1, init[1], TC * 4);
             for (int k = 0; k < blocks; k++) {
@@ -294,23 +301,26 @@ static uint16_t *scratch;
 static size_t scratch_size;
 
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                const void *pf, size_t pf_bytes, int act, int bf16) {
+                const void *pf, size_t pf_bytes, int act, int bf16, const uint16_t *x16, uint16_t *out16) {
     int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC), pieces = bf16 ? 1 : PIECES;
     size_t enough = 2 * (size_t)threads_count();   /* items: every thread two, if the work allows */
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
         int n = rows - r0 < CHUNK ? rows - r0 : CHUNK, row_tiles = (n + TR - 1) / TR;
         size_t need = (size_t)pieces * row_tiles * TR * ld;
-        if (need > scratch_size) free(scratch), scratch = xmalloc(need * sizeof *scratch), scratch_size = need;
+        if (!x16 && need > scratch_size) free(scratch), scratch = xmalloc(need * sizeof *scratch), scratch_size = need;
         /* one pair an item before the rows are split: each item streams its pairs' weights once */
         int per = pairs, tiles = row_tiles;
         while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
         while (tiles > 1 && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
             tiles = (tiles + 1) / 2;
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
-        Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch, r0 ? NULL : pf,
-                     r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per, col_groups, tiles,
-                     pieces, n < TR ? n : TR};
-        if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */
+        Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch,
+                     x16 ? x16 + (size_t)r0 * ld : scratch, out16 ? out16 + (size_t)r0 * n_out : NULL,
+                     r0 ? NULL : pf, r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per,
+                     col_groups, tiles, pieces, n < TR ? n : TR};
+        if (x16)
+            ;   /* rounded by the loop that wrote x */
+        else if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */
             for (int t = 0; t < row_tiles; t++) split_rows(&q, t, 0);
         else
             parallel_for(row_tiles, split_rows, &q, (double)n * n_in);

@@ -30,7 +30,8 @@ size_t runstate_bytes(const Config *c, int B, int T) {
     size_t rows = (size_t)B * T, kv;
     size_t lin = state_floats(c, B, &kv);
     size_t act = rows * (4 * (size_t)c->d + 3 * (size_t)c->d + c->d_ff + 3 * (size_t)c->n_mix);
-    return 4 * (act + lin + 2 * kv + scratch_floats(c, T) + (size_t)c->seq_len * c->d / 2);
+    size_t rounded = MATMUL_ROUNDED_ROWS((size_t)B) * (2 * (size_t)c->d + c->d_ff);   /* halves */
+    return 4 * (act + lin + 2 * kv + scratch_floats(c, T) + (size_t)c->seq_len * c->d / 2) + 2 * rounded;
 }
 
 int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
@@ -45,10 +46,14 @@ int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
     s->out = s->hid ? try_calloc(rows * 3 * c->n_mix, 4, "head outputs", e) : NULL;
     s->scratch = s->out ? try_calloc(scratch_floats(c, T), 4, "attention workspace", e) : NULL;
     s->pe = s->scratch ? try_calloc((size_t)c->seq_len * (c->d / 2), 4, "positional encoding", e) : NULL;
-    if (s->pe && c->attention == ATTN_LINEAR) {
+    size_t padded = MATMUL_ROUNDED_ROWS((size_t)B);   /* zero rows past B, for the tiles */
+    s->x16 = s->pe ? try_calloc(padded * c->d, 2, "activations", e) : NULL;
+    s->att16 = s->x16 ? try_calloc(padded * c->d, 2, "activations", e) : NULL;
+    s->hid16 = s->att16 ? try_calloc(padded * c->d_ff, 2, "activations", e) : NULL;
+    if (s->hid16 && c->attention == ATTN_LINEAR) {
         s->S = try_calloc(lin, 4, "RNN state", e);
         s->z = s->S ? s->S + (size_t)c->n_layers * B * c->n_heads * c->d_head * c->d_head : NULL;
-    } else if (s->pe) {
+    } else if (s->hid16) {
         s->kc = try_calloc(kv, 4, "KV cache (keys)", e);
         s->vc = s->kc ? try_calloc(kv, 4, "KV cache (values)", e) : NULL;
     }
@@ -67,6 +72,7 @@ int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
 void runstate_free(RunState *s) {
     free(s->x); free(s->xn); free(s->qkv); free(s->att); free(s->hid); free(s->out);
     free(s->scratch); free(s->pe); free(s->S); free(s->kc); free(s->vc);
+    free(s->x16); free(s->att16); free(s->hid16);
     memset(s, 0, sizeof *s);
 }
 
@@ -91,13 +97,15 @@ static void layernorm_row(float *o, const float *x, const float *w, const float 
 /* Row-wise work (layer norms, residuals) in parallel items of ROWS_PER_ITEM rows; a step's
  * few rows are not worth a parallel loop. */
 #define ROWS_PER_ITEM 16
-typedef struct { float *out, *x; const float *y, *w, *b; int rows, d, post; } Rows;
+typedef struct { float *out, *x; const float *y, *w, *b; uint16_t *r16; int rows, d, post; } Rows;   /* r16: or NULL */
 
 static void layernorm_item(void *ctx, int item, int thread) {
     (void)thread;
     const Rows *q = ctx;
-    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++)
+    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++) {
         layernorm_row(q->out + (size_t)r * q->d, q->x + (size_t)r * q->d, q->w, q->b, q->d);
+        if (q->r16) matmul_round_bf16(q->r16 + (size_t)r * q->d, q->out + (size_t)r * q->d, q->d);
+    }
 }
 
 static void over_rows_named(ParallelFn fn, const Rows *q, const char *name) {
@@ -108,11 +116,13 @@ static void over_rows_named(ParallelFn fn, const Rows *q, const char *name) {
 }
 #define over_rows(fn, ...) over_rows_named(fn, __VA_ARGS__, __FILE__ ":" #fn)   /* the loop named as fn (threads.h) */
 
-static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d) {
-    over_rows(layernorm_item, &(Rows){out, (float *)x, NULL, w, b, rows, d, 0});
+/* out = LN(x), and rounded to bfloat16 into r16 unless it is NULL */
+static void layernorm(float *out, const float *x, const float *w, const float *b, int rows, int d, uint16_t *r16) {
+    over_rows(layernorm_item, &(Rows){out, (float *)x, NULL, w, b, r16, rows, d, 0});
 }
 
-/* x = x + y, then (post-norm) x = LN(x), a row at a time (one pass, one loop). */
+/* x = x + y, then (post-norm) x = LN(x) and x rounded into r16 unless it is NULL, a row at a
+ * time (one pass, one loop). */
 static void residual_item(void *ctx, int item, int thread) {
     (void)thread;
     const Rows *q = ctx;
@@ -122,11 +132,12 @@ static void residual_item(void *ctx, int item, int thread) {
         #pragma omp simd
         for (int i = 0; i < q->d; i++) xr[i] += yr[i];
         if (q->post) layernorm_row(xr, xr, q->w, q->b, q->d);
+        if (q->r16) matmul_round_bf16(q->r16 + (size_t)r * q->d, xr, q->d);
     }
 }
 
-static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post) {
-    over_rows(residual_item, &(Rows){NULL, x, y, w, b, rows, d, post});
+static void residual(float *x, const float *y, const float *w, const float *b, int rows, int d, int post, uint16_t *r16) {
+    over_rows(residual_item, &(Rows){NULL, x, y, w, b, r16, rows, d, post});
 }
 
 /* A weight as the form uses it: the parallel form's products in float32, on AMX tiles where the
@@ -142,34 +153,45 @@ static Packed form(Packed w, const RunState *s, int T) {
     return w;
 }
 
+/* Whether this call's products take bfloat16 inputs rounded by the loops that write them: a
+ * step with bfloat16 products (the rounding is the products' own, so the numbers are the same). */
+static int rounds_inputs(const Model *m, const RunState *s, int T) {
+    return T == 1 && m->cfg.n_layers > 0 && form(m->layers[0].qkv_w, s, T).bf16 != NULL;
+}
+
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
     const Config *c = &m->cfg;
     const LayerWeights *w = &m->layers[l];
-    int d = c->d, rows = B * T, pre = c->pre_norm;
+    int d = c->d, rows = B * T, pre = c->pre_norm, r16 = rounds_inputs(m, s, T), lin = c->attention == ATTN_LINEAR;
     size_t H = c->n_heads, D = c->d_head;
+    /* the inputs of the qkv and ff1 products (x, or LN(x) pre-norm) rounded into x16, as they are
+     * written; the attention's (linear) into att16, ff1's outputs into hid16 */
+    uint16_t *x16 = r16 ? s->x16 : NULL, *att16 = r16 && lin ? s->att16 : NULL, *hid16 = r16 ? s->hid16 : NULL;
 
     /* attention sublayer */
     const float *in = s->x;
-    if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d); in = s->xn; }
+    if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d, x16); in = s->xn; }
     /* At a step, the linear state S is read and written once, too big for the caches to keep
      * between steps: its reads go out while the qkv product computes rather than after it. */
-    float *S = c->attention == ATTN_LINEAR ? s->S + l * s->B * H * D * D : NULL;
-    matmul_prefetch(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL, B * H * D * D * sizeof(float));
-    if (c->attention == ATTN_LINEAR)
-        linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, B, T, s->scratch);
+    float *S = lin ? s->S + l * s->B * H * D * D : NULL;
+    matmul_rounded(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL,
+                   B * H * D * D * sizeof(float), MATMUL_NONE, (Rounded){x16, NULL});
+    if (lin)
+        linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, att16, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    matmul(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d);
-    residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre);
+    matmul_rounded(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d, NULL, 0, MATMUL_NONE, (Rounded){att16, NULL});
+    residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre, pre ? NULL : x16);
 
     /* feed-forward sublayer */
     in = s->x;
-    if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d); in = s->xn; }
-    matmul_ex(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, NULL, 0, c->gelu ? MATMUL_GELU : MATMUL_RELU);
-    matmul(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d);
-    residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre);
+    if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d, x16); in = s->xn; }
+    matmul_rounded(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, NULL, 0,
+                   c->gelu ? MATMUL_GELU : MATMUL_RELU, (Rounded){x16, hid16});
+    matmul_rounded(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, NULL, 0, MATMUL_NONE, (Rounded){hid16, NULL});
+    residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre, pre ? NULL : x16);
 }
 
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T) {
@@ -181,9 +203,10 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
             float *xr = s->x + ((size_t)b * T + t) * d;
             memcpy(xr, m->emb + (size_t)tokens[b * T + t] * h, h * sizeof(float));
             memcpy(xr + h, s->pe + (size_t)(s->n_pos + t) * h, h * sizeof(float));
+            if (rounds_inputs(m, s, T) && !c->pre_norm) matmul_round_bf16(s->x16 + (size_t)b * d, xr, d);   /* T = 1 */
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
-    layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d);
+    layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d, NULL);
     matmul(s->out, s->xn, form(m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
     s->n_pos += T;
 }

@@ -23,6 +23,8 @@ typedef struct {
     float *kc, *vc;    /* softmax: [L][B][H][N][D] each: the KV cache */
     float *scratch;    /* attention workspace */
     float *pe;         /* [N, d/2] positional encodings */
+    uint16_t *x16, *att16, *hid16;   /* [B rounded up to 16][d, d, d_ff]: at a step with bfloat16
+                        * products, their inputs rounded as they are written (matmul.h's Rounded) */
     int exact;         /* 1: a step's products in float32 too (evaluation); 0 (runstate_init's):
                         * in bfloat16 where the model holds its weights so (model.h) */
 } RunState;

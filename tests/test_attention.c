@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "half.h"
 #include "model.h"
 #include "rng.h"
 
@@ -56,12 +57,16 @@ static double run(int D, const float *qkv, const double *ref, int piece) {
     float *S = calloc((size_t)B * H * D * D, sizeof(float)), *z = calloc((size_t)B * H * D, sizeof(float));
     float *scratch = calloc(linear_attention_scratch(&c, piece) * omp_get_max_threads(), sizeof(float));
     float *qkv_p = malloc((size_t)B * piece * 3 * d * sizeof(float)), *out = malloc((size_t)B * piece * d * sizeof(float));
+    uint16_t *out16 = malloc((size_t)B * piece * d * sizeof(uint16_t));   /* a step's output rounded, for the next product */
     double err = 0, scale = 0;
     for (int t = 0; t < T; t += piece) {
         int n = T - t < piece ? T - t : piece;
         for (int b = 0; b < B; b++)
             memcpy(qkv_p + (size_t)b * n * 3 * d, qkv + ((size_t)b * T + t) * 3 * d, (size_t)n * 3 * d * sizeof(float));
-        linear_attention(&c, S, z, qkv_p, out, B, n, scratch);
+        for (int i = 0; i < B * n * d; i++) out16[i] = 0xabcd;
+        linear_attention(&c, S, z, qkv_p, out, out16, B, n, scratch);
+        for (int i = 0; i < B * n * d; i++)   /* rounded as the products round (steps only) */
+            assert_int_equal(out16[i], n == 1 ? float_to_bf16(out[i]) : 0xabcd);
         for (int b = 0; b < B; b++)
             for (int i = 0; i < n; i++)
                 for (int e = 0; e < d; e++) {
@@ -70,7 +75,7 @@ static double run(int D, const float *qkv, const double *ref, int piece) {
                     if (fabs(r) > scale) scale = fabs(r);
                 }
     }
-    free(S); free(z); free(scratch); free(qkv_p); free(out);
+    free(S); free(z); free(scratch); free(qkv_p); free(out); free(out16);
     return err / scale;
 }
 

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "half.h"
 #include "matmul.h"
 #include "matmul_amx.h"
@@ -237,8 +238,94 @@ static void test_rows_independent(void **state) {
     }
 }
 
+/* matmul_round_bf16 rounds as float_to_bf16 (half.h) does, whichever instructions it takes:
+ * halfway cases to even, subnormals to zero, NaN kept, infinities and the largest values. */
+static void test_round_bf16(void **state) {
+    (void)state;
+    enum { N = 4096 + 7 };
+    float x[N];
+    uint16_t got[N];
+    unsigned seed = 3;
+    const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x00000001u, 0x807fffffu, 0x7f800000u,
+                                0xff800000u, 0x7fc00001u, 0x7f7fffffu, 0x7f7f8000u, 0x00800000u, 0x80000000u};
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        seed = seed * 1664525u + 1013904223u;
+        u = i < 12 ? special[i] : i % 3 ? seed : (seed & 0xffff0000u) | 0x8000u;   /* every third a tie */
+        memcpy(&x[i], &u, 4);
+    }
+    matmul_round_bf16(got, x, N);
+    for (int i = 0; i < N; i++)
+        if (got[i] != float_to_bf16(x[i])) fail_msg("value %d (%a): 0x%04x, float_to_bf16 0x%04x", i, x[i], got[i], float_to_bf16(x[i]));
+}
+
+/* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
+ * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
+ * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
+ * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready. */
+static void test_rounded(void **state) {
+    (void)state;
+    if (!matmul_bf16_ready()) skip();
+    const int rows[] = {1, 5, 16, 20, 64}, shapes[][2] = {{256, 96}, {64, 256}, {40, 64}, {64, 40}};
+    unsigned seed = 11;
+    for (int t = 1; t <= 2; t++) {
+        threads_set(t);
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+            for (int amx = 0; amx <= matmul_amx_ready(); amx++) {
+                int n_in = shapes[s][0], n_out = shapes[s][1], R = MATMUL_ROUNDED_ROWS(64) + 16;
+                float *W = malloc(sizeof(float) * n_in * n_out), *x = malloc(sizeof(float) * R * n_in), b[256];
+                uint16_t *H = malloc(sizeof(uint16_t) * n_in * n_out), *x16 = malloc(sizeof(uint16_t) * R * n_in);
+                uint16_t *out16 = malloc(sizeof(uint16_t) * R * n_out), *want16 = malloc(sizeof(uint16_t) * n_out);
+                uint16_t *Wh = malloc(sizeof(uint16_t) * matmul_packed_values(n_in, n_out));
+                uint16_t *B = malloc(sizeof(uint16_t) * matmul_bf16_values(n_in, n_out));
+                uint16_t *A = amx ? malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out)) : NULL;
+                float *want = malloc(sizeof(float) * R * n_out), *got = malloc(sizeof(float) * R * n_out);
+                for (int i = 0; i < n_in * n_out; i++) W[i] = half_to_float(H[i] = random_half(&seed));
+                for (int i = 0; i < R * n_in; i++) x[i] = uniform(&seed);
+                for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
+                matmul_pack(Wh, H, 1, n_in, n_out);
+                matmul_bf16_pack(B, W, n_in, n_out);
+                if (A) matmul_amx_pack(A, H, n_in, n_out);
+                Packed P = {Wh, 1, A, B};
+                for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
+                    int n = rows[a], aligned_in = n_in % MATMUL_ROUNDED_ALIGN == 0, aligned_out = n_out % MATMUL_ROUNDED_ALIGN == 0;
+                    matmul_round_bf16(x16, x, n * n_in);
+                    for (int i = n * n_in; i < R * n_in; i++) x16[i] = 0x7fc0;   /* padding: NaN must not matter */
+                    if (!aligned_in) x16[0] ^= 0x1234;   /* a wrong value must not matter either */
+                    for (int i = 0; i < R * n_out; i++) out16[i] = 0xabcd;
+                    matmul_ex(want, x, P, b, n, n_in, n_out, NULL, 0, MATMUL_RELU);
+                    matmul(got, x + (size_t)n * n_in, P, b, R - n, n_in, n_out);   /* other inputs, rounded in the product */
+                    matmul_rounded(got, x, P, b, n, n_in, n_out, NULL, 0, MATMUL_RELU, (Rounded){x16, out16});
+                    assert_memory_equal(got, want, sizeof(float) * n * n_out);
+                    for (int r = 0; r < n; r++) {
+                        matmul_round_bf16(want16, want + (size_t)r * n_out, n_out);
+                        for (int o = 0; o < n_out; o++)
+                            assert_int_equal(out16[(size_t)r * n_out + o], aligned_out ? want16[o] : 0xabcd);
+                    }
+                    for (int i = n * n_out; i < R * n_out; i++) assert_int_equal(out16[i], 0xabcd);
+                    /* float32 products: nothing rounded, nothing read rounded */
+                    Packed F = {Wh, 1, NULL, NULL};
+                    x16[0] ^= 0x1234;
+                    matmul_ex(want, x, F, b, n, n_in, n_out, NULL, 0, MATMUL_NONE);
+                    matmul_rounded(got, x, F, b, n, n_in, n_out, NULL, 0, MATMUL_NONE, (Rounded){x16, out16});
+                    assert_memory_equal(got, want, sizeof(float) * n * n_out);
+                    if (!aligned_out) continue;
+                    for (int r = 0; r < n; r++) {   /* out16 unchanged since the bfloat16 product */
+                        matmul_ex(want, x + (size_t)r * n_in, P, b, 1, n_in, n_out, NULL, 0, MATMUL_RELU);
+                        matmul_round_bf16(want16, want, n_out);
+                        assert_memory_equal(out16 + (size_t)r * n_out, want16, sizeof(uint16_t) * n_out);
+                    }
+                }
+                free(W); free(x); free(H); free(x16); free(out16); free(want16); free(Wh); free(B); free(A);
+                free(want); free(got);
+            }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_bf16),
+        cmocka_unit_test(test_rounded),
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_rows_independent),
         cmocka_unit_test(test_pack_layout),
