@@ -6,8 +6,9 @@ warmup-stable-decay learning rate over a wall-clock budget (linear warmup, const
 linear decay to zero over the last --decay fraction of the budget), the training images
 shuffled every epoch, and an exponential moving average of the weights (--ema). The paper's
 recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --ema 0, with
---lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10), and --dropout 0.1 for its first
-10,000 steps only, then --dropout 0 (its code leaves training mode at its first evaluation).
+--lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10), --dropout 0.1 and (softmax)
+--attn-dropout 0.1 while it is in training mode: until its first evaluation, and after each
+resumed start until the next.
 At the end the raw and the averaged weights are evaluated on the test images; the better one
 is exported, and the model file's metadata records the recipe.
 
