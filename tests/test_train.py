@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
 import torch  # noqa: E402
 
 import train  # noqa: E402
+import model as model_module  # noqa: E402
 from model import MNIST, Config, Model  # noqa: E402
 
 
@@ -69,11 +70,31 @@ class Optimization(unittest.TestCase):
             opt.step()
         self.assertTrue(torch.allclose(p.detach(), torch.tensor([1.0, -2.0, 0.5]) * 0.95 ** 10, rtol=1e-6))
 
+    def test_attention_dropout(self):
+        # dropout on softmax attention's weights (--attn-dropout): rescaled so that its mean over
+        # the masks is the attention without it; in eval mode, or at p = 0, no mask is drawn
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
+        plain = model_module.causal_softmax_attention(q, k, v)
+        mean = sum(model_module.causal_softmax_attention(q, k, v, dropout=0.5) for _ in range(4000)) / 4000
+        self.assertLess((mean - plain).abs().max().item(), 0.1)
+        self.assertGreater((model_module.causal_softmax_attention(q, k, v, dropout=0.5) - plain).abs().max().item(), 0.1)
+        cfg = Config(**{**MNIST.as_dict(), "attention": "softmax", **train.TINY})
+        m, ref = Model(cfg, attn_dropout=0.5), Model(cfg)
+        ref.load_state_dict(m.state_dict())
+        tok = torch.randint(0, 256, (2, 40))
+        m.eval()
+        ref.eval()
+        with torch.no_grad():
+            self.assertTrue(torch.equal(m(tok), ref(tok)))
+            m.train()
+            self.assertFalse(torch.allclose(m(tok), m(tok)))
+
     def test_init_schemes(self):
         # new weights as the paper's code has them (nn.Linear's own: U(+-1/sqrt(fan_in)), std
         # 1/sqrt(3 fan_in)) or N(0, 0.02) with zero biases; both through train.py's options
         for scheme in ("normal", "pytorch"):
-            a = argparse.Namespace(dropout=0.0, chunk=64, mixed_attention=False, init=None, dataset="mnist",
+            a = argparse.Namespace(dropout=0.0, attn_dropout=0.0, chunk=64, mixed_attention=False, init=None, dataset="mnist",
                                    attention="linear", tiny=False, init_scheme=scheme)
             torch.manual_seed(0)
             m, _ = train.build_model(a)
