@@ -360,19 +360,26 @@ static void product_item(void *ctx, int item, int thread) {
     if (q->act && (grouped || !relu))
         matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
     if (q->out16)   /* while the outputs are still in the cache */
-        for (int r = r0; r < r0 + rows; r++)
-            matmul_round_bf16(q->out16 + (size_t)r * q->n_out + p0 * NR, q->out + (size_t)r * q->n_out + p0 * NR, c1 - p0 * NR);
+        matmul_round_bf16_rows(q->out16 + (size_t)r0 * q->n_out + p0 * NR, q->n_out, q->out + (size_t)r0 * q->n_out + p0 * NR,
+                               q->n_out, rows, c1 - p0 * NR);
 }
 
-void matmul_round_bf16(uint16_t *dst, const float *x, int n) {
-    int i = 0;
+void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ldx, int rows, int n) {
 #if BF16
-    if (matmul_bf16_ready())   /* the instruction rounds as float_to_bf16 does */
-        for (; i + 32 <= n; i += 32)
-            _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    int fast = matmul_bf16_ready();   /* the instruction rounds as float_to_bf16 does */
 #endif
-    for (; i < n; i++) dst[i] = float_to_bf16(x[i]);
+    for (int r = 0; r < rows; r++, dst += ldd, x += ldx) {
+        int i = 0;
+#if BF16
+        if (fast)
+            for (; i + 32 <= n; i += 32)
+                _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+#endif
+        for (; i < n; i++) dst[i] = float_to_bf16(x[i]);
+    }
 }
+
+void matmul_round_bf16(uint16_t *dst, const float *x, int n) { matmul_round_bf16_rows(dst, 0, x, 0, 1, n); }
 
 #if BF16
 typedef struct { const float *x; uint16_t *buf; size_t ld; int rows, n_in; } Rounding;

@@ -62,6 +62,8 @@ void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, i
                const void *pf, size_t pf_bytes, int act);
 /* x[n] rounded to bfloat16 as the bfloat16 products round their inputs (half.h's float_to_bf16). */
 void matmul_round_bf16(uint16_t *dst, const float *x, int n);
+/* The same for rows of n values, ldx floats apart in x and ldd halves apart in dst. */
+void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ldx, int rows, int n);
 /* A bfloat16 product's input already rounded, and its output rounded as well, for the next
  * product: a sampling step takes dozens of products, and the loop that writes a value rounds it
  * while it is in the cache, where each product would round its input again, alone or in one

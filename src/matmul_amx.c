@@ -224,9 +224,7 @@ static void split_rows(void *ctx, int item, int thread) {
         }                                                                                               \
         int nc_ = q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC;                                     \
         if (q->act) matmul_activate(o_, q->n_out, nr_, nc_, q->act);                                   \
-        if (q->out16)                                                                                   \
-            for (int r = 0; r < nr_; r++)                                                               \
-                matmul_round_bf16(q->out16 + (size_t)(r0_ + r) * q->n_out + c0, o_ + (size_t)r * q->n_out, nc_); \
+        if (q->out16) matmul_round_bf16_rows(q->out16 + (size_t)r0_ * q->n_out + c0, q->n_out, o_, q->n_out, nr_, nc_); \
     } while (0)
 
 /* One item: column tile pairs p0 .. p1 - 1 against row tiles t0 .. t1 - 1. */
