@@ -9,7 +9,8 @@
  * and tmm4, 5) against the two Wh tiles (tmm2, 3): 4 loads and 4 products per block. Fewer
  * than 16 rows (a step at a small batch) are tiles of that many rows. The inputs are split once
  * per product, 16 rows at a time, in a parallel loop of their own (a few rows by the caller
- * alone). The items are (column tile pairs) x (row tiles); the weights come split from the
+ * alone), unless the loop that wrote them rounded them already (matmul.h's Rounded: a sampling
+ * step's bfloat16 products). The items are (column tile pairs) x (row tiles); the weights come split from the
  * model (matmul_amx_pack).
  *
  * The tile instructions are inline assembly (binutils 2.36 or later), so that no compiler flag
