@@ -118,7 +118,6 @@ static void attention_item(void *ctx, int item, int thread) {
         if (T == 1) {   /* the paper's head width as a constant: out and v stay in registers */
             if (D == 32) step(32, Sbh, zbh, q, k, v, o);
             else step(D, Sbh, zbh, q, k, v, o);
-            if (a->out16) matmul_round_bf16(a->out16 + (size_t)b * d + h * D, o, D);
             continue;
         }
         for (int t = 0; t < T; t += CHUNK) {
@@ -127,6 +126,10 @@ static void attention_item(void *ctx, int item, int thread) {
             chunk(D, n, Sbh, zbh, q + r, k + r, v + r, 3 * d, o + (size_t)t * d, d,
                   a->scratch + thread * a->per_thread);
         }
+    }
+    if (a->out16) {   /* a step's outputs of this item's pairs are one run: pair bh at bh * D */
+        int bh0 = item * a->per_item, bh1 = bh0 + a->per_item < a->pairs ? bh0 + a->per_item : a->pairs;
+        matmul_round_bf16(a->out16 + (size_t)bh0 * D, a->out + (size_t)bh0 * D, (bh1 - bh0) * D);
     }
 }
 

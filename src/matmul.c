@@ -432,8 +432,6 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
         xs = r.x16 ? r.x16 : bf16_rows(x, rows, n_in);
         W = (Packed){W.bf16, PAIRS, NULL, NULL};
     }
-#else
-    r.out16 = NULL;   /* no bfloat16 products here: nothing would read it */
 #endif
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the

@@ -159,10 +159,10 @@ static int rounds_inputs(const Model *m, const RunState *s, int T) {
     return T == 1 && m->cfg.n_layers > 0 && form(m->layers[0].qkv_w, s, T).bf16 != NULL;
 }
 
-static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
+static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int r16) {
     const Config *c = &m->cfg;
     const LayerWeights *w = &m->layers[l];
-    int d = c->d, rows = B * T, pre = c->pre_norm, r16 = rounds_inputs(m, s, T), lin = c->attention == ATTN_LINEAR;
+    int d = c->d, rows = B * T, pre = c->pre_norm, lin = c->attention == ATTN_LINEAR;
     size_t H = c->n_heads, D = c->d_head;
     /* the inputs of the qkv and ff1 products (x, or LN(x) pre-norm) rounded into x16, as they are
      * written; the attention's (linear) into att16, ff1's outputs into hid16 */
@@ -196,16 +196,16 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T) {
 
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T) {
     const Config *c = &m->cfg;
-    int d = c->d, h = d / 2, rows = B * T, M = c->n_mix;
+    int d = c->d, h = d / 2, rows = B * T, M = c->n_mix, r16 = rounds_inputs(m, s, T);
     /* e_t = concat(E[token_t], PE(t)) */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *xr = s->x + ((size_t)b * T + t) * d;
             memcpy(xr, m->emb + (size_t)tokens[b * T + t] * h, h * sizeof(float));
             memcpy(xr + h, s->pe + (size_t)(s->n_pos + t) * h, h * sizeof(float));
-            if (rounds_inputs(m, s, T) && !c->pre_norm) matmul_round_bf16(s->x16 + (size_t)b * d, xr, d);   /* T = 1 */
+            if (r16 && !c->pre_norm) matmul_round_bf16(s->x16 + (size_t)b * d, xr, d);   /* T = 1 */
         }
-    for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T);
+    for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T, r16);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d, NULL);
     matmul(s->out, s->xn, form(m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
     s->n_pos += T;
