@@ -7,8 +7,7 @@
  *
  * The products are bound by arithmetic, so memory reads can hide behind them if they are
  * asked for early: every tile prefetches a share of the next panel (only a panel's first tile
- * reads it from memory, and would otherwise wait), and matmul_prefetch adds a region of the
- * caller's (at a sampling step, the layer's attention state). */
+ * reads it from memory, and would otherwise wait). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +139,7 @@ void matmul_bf16_pack(uint16_t *dst, const float *W, int n_in, int n_out) {
             dst[(((size_t)(o / NR) * pairs + i / 2) * NR + o % NR) * 2 + i % 2] = float_to_bf16(W[(size_t)o * n_in + i]);
 }
 
-/* A slice of memory to prefetch while a tile computes: `lines` cache lines from p. */
+/* A slice of the next panel to prefetch while a tile computes: `lines` cache lines from p. */
 typedef struct { const char *p; int lines; } Prefetch;
 
 #define MIN_STEPS 4   /* steps of the kernel's loop per prefetched line, at least */
@@ -184,12 +183,13 @@ static inline __attribute__((always_inline)) void kstep(const int R, const int h
 
 /* The micro-kernel: R rows of x times one panel, out[r][0..NR) = b + sum_i x[r][i] Wp[i][0..NR),
  * the panel's values floats or halves (half). R and half are constants at every call site, so
- * the loops over r unroll, the accumulators stay in registers and the load is the one needed. The loop over i runs in segments, one line of f and of g prefetched per
- * segment, so that the loads spread over the arithmetic. */
+ * the loops over r unroll, the accumulators stay in registers and the load is the one needed.
+ * The loop over i runs in segments, one line of g prefetched per segment, so that the loads
+ * spread over the arithmetic. */
 static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
                                                         const void *x, int ldx, const void *Wp, int n_in,
-                                                        const float *b, Prefetch f, Prefetch g, int relu) {
-    int n = steps(n_in, half), nseg = f.lines > g.lines ? f.lines : g.lines, len = n / (nseg ? nseg : 1), i = 0;
+                                                        const float *b, Prefetch g, int relu) {
+    int n = steps(n_in, half), nseg = g.lines, len = n / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
     for (int r = 0; r < R; r++) { lo[r] = vload(b); hi[r] = vload(b + VW); }
@@ -198,7 +198,6 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
     for (int r = 0; r < R; r++) memcpy(acc[r], b, sizeof acc[r]);
 #endif
     for (int s = 0; s == 0 || s < nseg; s++) {
-        if (s < f.lines) __builtin_prefetch(f.p + ((size_t)s << 6), 0, PF_LOCALITY);
         if (s < g.lines) __builtin_prefetch(g.p + ((size_t)s << 6), 0, PF_LOCALITY);
         for (int end = s + 1 >= nseg ? n : i + len; i < end; i++) {
 #if SIMD
@@ -224,7 +223,7 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 }
 
 /* One tile of R rows, R from 1 to MR, as a constant. */
-#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g, relu); break;
+#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu); break;
 #if MR == 14
 #define TILE_14_7(h) TILE(14, h) TILE(13, h) TILE(12, h) TILE(11, h) TILE(10, h) TILE(9, h) TILE(8, h) TILE(7, h)
 #else
@@ -233,20 +232,19 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 #define TILES(h) switch (R) { \
         TILE_14_7(h) \
         TILE(6, h) TILE(5, h) TILE(4, h) TILE(3, h) TILE(2, h) \
-        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, f, g, relu); break; \
+        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu); break; \
     }
 
 /* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp.
  * relu: max(0, .) on the sums before they are stored. */
 static void panel(float *out, int ldo, const void *x, int ldx, Packed Wp, int n_in, const float *b,
-                  int rows, int ncols, const char *next, const char *pf, size_t pf_lines, int relu) {
+                  int rows, int ncols, const char *next, int relu) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
     int mr = Wp.half ? MR : MR_FLOAT, tiles = (rows + mr - 1) / mr;
     for (int r = 0; r < rows; r += mr) {
-        /* this tile's share of the caller's lines, and of the next panel's weights: only the
-         * first tile reads a panel from memory, and the arithmetic would wait for it */
-        Prefetch f = slice(pf, pf_lines, r / mr, tiles, steps(n_in, Wp.half));
+        /* this tile's share of the next panel's weights: only the first tile reads a panel from
+         * memory, and the arithmetic would wait for it */
         Prefetch g = slice(next, next ? panel_bytes(n_in, Wp.half) / 64 : 0, r / mr, tiles, steps(n_in, Wp.half));
         int R = rows - r < mr ? rows - r : mr, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
@@ -312,8 +310,6 @@ typedef struct {
     const void *x;   /* floats, or bfloat16 pairs (W.half == PAIRS): rows of ldx 4-byte values */
     const float *b;
     Packed W;
-    const char *pf;
-    size_t lines, items;
     int rows, n_in, n_out, np, mb, act, G, ng, ldx;
     uint16_t *out16;   /* or NULL: the outputs rounded to bfloat16 too (matmul_rounded) */
 } Product;
@@ -333,25 +329,23 @@ static void product_item(void *ctx, int item, int thread) {
     const Product *q = ctx;
     int rb = item / q->ng, p0 = item % q->ng * q->G, r0 = rb * q->mb;
     int rows = q->rows - r0 < q->mb ? q->rows - r0 : q->mb;
-    size_t k = (size_t)item, l0 = q->lines * k / q->items, l1 = q->lines * (k + 1) / q->items;
     size_t stride = panel_bytes(q->n_in, q->W.half);
     const char *panels = q->W.p;
     const char *x = (const char *)q->x + (size_t)r0 * q->ldx * 4;
     int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np, relu = q->act == MATMUL_RELU, grouped = 0;
 #if SIMD
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
-        for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, PF_LOCALITY);
         panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->ldx,
                      (Packed){panels + p0 * stride, q->W.half, NULL, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
-        p = p1, l0 = l1, grouped = 1;
+        p = p1, grouped = 1;
     }
 #endif
-    for (; p < p1; p++) {   /* panel by panel: the caller's lines are the first panel's to prefetch */
+    for (; p < p1; p++) {   /* panel by panel */
         int c0 = p * NR, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
         Packed Wp = {panels + p * stride, q->W.half, NULL, NULL};
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->ldx, Wp, q->n_in, q->b + c0, rows, ncols,
-              next, q->pf && p == p0 ? q->pf + (l0 << 6) : NULL, p == p0 ? l1 - l0 : 0, relu);
+              next, relu);
     }
     /* relu is taken in the tiles' registers (reading the stored outputs back costs more: at
      * d_ff = 1,024 their rows are 4 KB apart and crowd one set of the L1 cache); gelu, and relu
@@ -418,12 +412,12 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
 }
 #endif
 
-void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-                    const void *pf, size_t pf_bytes, int act, Rounded r) {
+void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
+                    Rounded r) {
     if (!W.bf16 || n_in % MATMUL_ROUNDED_ALIGN) r.x16 = NULL;
     if (!W.bf16 || n_out % MATMUL_ROUNDED_ALIGN) r.out16 = NULL;
     if (W.amx) {
-        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, pf, pf_bytes, act, W.bf16 != NULL, r.x16, r.out16);
+        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, act, W.bf16 != NULL, r.x16, r.out16);
         return;
     }
     const void *xs = x;
@@ -442,21 +436,15 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
     int G = group_max(rows);
     while (G > 1 && (np + G - 1) / G < 2 * threads) G /= 2;
     int ng = (np + G - 1) / G;
-    Product q = {out, xs, b, W, pf, pf ? (pf_bytes + 63) / 64 : 0, (size_t)nb * ng, rows, n_in, n_out, np, mb, act, G, ng,
+    Product q = {out, xs, b, W, rows, n_in, n_out, np, mb, act, G, ng,
                  steps(n_in, W.half), r.out16};
     parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
 }
 
-void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-               const void *pf, size_t pf_bytes, int act) {
-    matmul_rounded(out, x, W, b, rows, n_in, n_out, pf, pf_bytes, act, (Rounded){NULL, NULL});
-}
-
-void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-                     const void *pf, size_t pf_bytes) {
-    matmul_ex(out, x, W, b, rows, n_in, n_out, pf, pf_bytes, MATMUL_NONE);
+void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act) {
+    matmul_rounded(out, x, W, b, rows, n_in, n_out, act, (Rounded){NULL, NULL});
 }
 
 void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out) {
-    matmul_prefetch(out, x, W, b, rows, n_in, n_out, NULL, 0);
+    matmul_ex(out, x, W, b, rows, n_in, n_out, MATMUL_NONE);
 }

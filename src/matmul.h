@@ -50,16 +50,10 @@ void matmul_bf16_pack(uint16_t *dst, const float *W, int n_in, int n_out);
 float matmul_packed_get(Packed W, int n_in, int o, int i);
 /* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
 void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out);
-/* The same, and meanwhile pull the pf_bytes at pf into the caches, spread over the arithmetic
- * (a hint: the memory is only read ahead). Item k of the parallel loop (threads.h) prefetches
- * the k-th slice. */
-void matmul_prefetch(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-                     const void *pf, size_t pf_bytes);
 /* The same, then the activation act on every output (MATMUL_RELU, MATMUL_GELU: exact, as PyTorch's),
  * while it is still in the cache. */
 enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
-void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-               const void *pf, size_t pf_bytes, int act);
+void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act);
 /* x[n] rounded to bfloat16 as the bfloat16 products round their inputs (half.h's float_to_bf16). */
 void matmul_round_bf16(uint16_t *dst, const float *x, int n);
 /* The same for rows of n values, ldx floats apart in x and ldd halves apart in dst. */
@@ -73,8 +67,8 @@ void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ld
 #define MATMUL_ROUNDED_ALIGN 32
 #define MATMUL_ROUNDED_ROWS(rows) (((rows) + 15) / 16 * 16)
 typedef struct { const uint16_t *x16; uint16_t *out16; } Rounded;
-void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out,
-                    const void *pf, size_t pf_bytes, int act, Rounded r);
+void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
+                    Rounded r);
 /* act on rows x ncols outputs, rows ldo apart (matmul_amx.c's products end with it too). */
 void matmul_activate(float *o, int ldo, int rows, int ncols, int act);
 #endif

@@ -185,8 +185,6 @@ typedef struct {
     uint16_t *pieces;   /* n_pieces x [row tiles x 16][ld]: xh, xm, xl; or xh alone */
     const uint16_t *in; /* what the tiles read: pieces, or the input as its writer rounded it */
     uint16_t *out16;    /* or NULL: the outputs rounded to bfloat16 too (matmul.h's Rounded) */
-    const char *pf;     /* lines to prefetch, shared out over the items (matmul.h's matmul_prefetch) */
-    size_t lines, items;
     int rows, n_in, n_out, ld, act, pairs_per_item, col_groups, tiles_per_item;
     int n_pieces, tile_rows;   /* 3 (float32) or 1 (bfloat16); rows of a row tile, 16 or fewer */
 } Product;
@@ -235,10 +233,9 @@ static void product_item(void *ctx, int item, int thread) {
     int pairs = round_up(q->n_out, 2 * TC) / (2 * TC), row_tiles = (q->rows + TR - 1) / TR, blocks = q->ld / KB;
     int p0 = item % q->col_groups * q->pairs_per_item, p1 = p0 + q->pairs_per_item < pairs ? p0 + q->pairs_per_item : pairs;
     int t0 = item / q->col_groups * q->tiles_per_item, t1 = t0 + q->tiles_per_item < row_tiles ? t0 + q->tiles_per_item : row_tiles;
-    size_t plane = (size_t)row_tiles * TR * q->ld, l0 = q->lines * item / q->items, l1 = q->lines * (item + 1) / q->items;
+    size_t plane = (size_t)row_tiles * TR * q->ld;
     long lda = (long)q->ld * 2;
     float init[2][TR][TC], sums[2][TR][TC];
-    for (size_t l = l0; l < l1; l++) __builtin_prefetch(q->pf + (l << 6), 0, 2);
     tiles_configure(q->tile_rows, q->n_pieces == 1 ? 2 : 4);
     for (int p = p0; p < p1; p++) {
         const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE, *wl = wp + (size_t)blocks * 2 * TILE;   /* Wh, Wl */
@@ -300,7 +297,7 @@ static uint16_t *scratch;
 static size_t scratch_size;
 
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                const void *pf, size_t pf_bytes, int act, int bf16, const uint16_t *x16, uint16_t *out16) {
+                int act, int bf16, const uint16_t *x16, uint16_t *out16) {
     int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC), pieces = bf16 ? 1 : PIECES;
     size_t enough = 2 * (size_t)threads_count();   /* items: every thread two, if the work allows */
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
@@ -315,7 +312,7 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
         Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch,
                      x16 ? x16 + (size_t)r0 * ld : scratch, out16 ? out16 + (size_t)r0 * n_out : NULL,
-                     r0 ? NULL : pf, r0 || !pf ? 0 : (pf_bytes + 63) / 64, (size_t)items, n, n_in, n_out, ld, act, per,
+                     n, n_in, n_out, ld, act, per,
                      col_groups, tiles, pieces, n < TR ? n : TR};
         if (!x16) {   /* else rounded by the loop that wrote x */
             if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */

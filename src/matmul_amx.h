@@ -42,11 +42,10 @@ size_t matmul_amx_low(int n_in);
 /* Split and pack W, row-major [n_out, n_in] float16 (half.h), into dst. */
 void matmul_amx_pack(uint16_t *dst, const uint16_t *W, int n_in, int n_out);
 /* out[rows, n_out] = x[rows, n_in] W^T + b (b may be NULL), then act (matmul.h) on every output.
- * pf, pf_bytes: a region to pull into the caches meanwhile, as matmul_prefetch's (may be NULL).
  * bf16 = 1: matmul.h's bfloat16 products instead (a sampling step): each input rounded to
  * bfloat16, times Wh (the weight rounded to bfloat16), summed in float32; one tile product per
  * value, against five. x16, out16 (bf16 = 1 only; either may be NULL): the input already rounded,
  * the outputs rounded too, as matmul.h's Rounded (n_in and n_out multiples of 32). */
 void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, int rows, int n_in, int n_out,
-                const void *pf, size_t pf_bytes, int act, int bf16, const uint16_t *x16, uint16_t *out16);
+                int act, int bf16, const uint16_t *x16, uint16_t *out16);
 #endif

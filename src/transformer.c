@@ -171,26 +171,22 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int 
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d, x16); in = s->xn; }
-    /* At a step, the linear state S is read and written once, too big for the caches to keep
-     * between steps: its reads go out while the qkv product computes rather than after it. */
-    float *S = lin ? s->S + l * s->B * H * D * D : NULL;
-    matmul_rounded(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, T == 1 ? S : NULL,
-                   B * H * D * D * sizeof(float), MATMUL_NONE, (Rounded){x16, NULL});
+    matmul_rounded(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, MATMUL_NONE, (Rounded){x16, NULL});
     if (lin)
-        linear_attention(c, S, s->z + l * s->B * H * D, s->qkv, s->att, att16, B, T, s->scratch);
+        linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, att16, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    matmul_rounded(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d, NULL, 0, MATMUL_NONE, (Rounded){att16, NULL});
+    matmul_rounded(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d, MATMUL_NONE, (Rounded){att16, NULL});
     residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre, pre ? NULL : x16);
 
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d, x16); in = s->xn; }
-    matmul_rounded(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, NULL, 0,
-                   c->gelu ? MATMUL_GELU : MATMUL_RELU, (Rounded){x16, hid16});
-    matmul_rounded(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, NULL, 0, MATMUL_NONE, (Rounded){hid16, NULL});
+    matmul_rounded(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, c->gelu ? MATMUL_GELU : MATMUL_RELU,
+                   (Rounded){x16, hid16});
+    matmul_rounded(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, MATMUL_NONE, (Rounded){hid16, NULL});
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre, pre ? NULL : x16);
 }
 

@@ -1,7 +1,8 @@
 /* matmul: x W^T + b with packed weights, against a plain double-precision loop, over shapes
  * that hit every row-tile remainder, a narrow last panel and more than one row block; weights
- * held as halves give the same bits as the same values held as floats; matmul_prefetch gives
- * the same bits, and so do the fused activations; a row's outputs do not depend on the other rows. Where AMX is ready (or built
+ * held as halves give the same bits as the same values held as floats, and the fused activations
+ * the same bits as the plain products through them; a row's outputs do not depend on the other
+ * rows. Where AMX is ready (or built
  * with LINGEN_AMX_EMULATE: its tiles as C, Makefile's test_matmul_amx), the same for its products
  * on the halves, to about twice float32's rounding. Where bfloat16 products are ready (AVX512-BF16),
  * theirs against the double-precision sums of the bfloat16-rounded inputs and weights. */
@@ -61,13 +62,6 @@ static void check(int rows, int n_in, int n_out) {
     for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
     matmul(again, x, (Packed){Wh, 1, NULL, NULL}, b, rows, n_in, n_out);
     assert_memory_equal(again, out, sizeof(float) * rows * n_out);
-    /* prefetching is a hint: the same products, bit for bit, whatever the region's size */
-    size_t sizes[] = {1, 4096, (size_t)1 << 22};
-    char *region = calloc(1, sizes[2]);
-    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        matmul_prefetch(again, x, Wp, b, rows, n_in, n_out, region, sizes[k]);
-        assert_memory_equal(again, out, sizeof(float) * rows * n_out);
-    }
     /* activations (relu in the tiles' registers, or after a group of panels; gelu after): the
      * plain products through the activation, bit for bit, for floats and halves */
     float *want = malloc(sizeof(float) * rows * n_out);
@@ -78,7 +72,7 @@ static void check(int rows, int n_in, int n_out) {
             assert_true(want[i] == (out[i] > 0 ? out[i] : 0));
         for (int half = 0; half <= 1; half++) {
             for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL, NULL} : Wp, b, rows, n_in, n_out, NULL, 0, act);
+            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL, NULL} : Wp, b, rows, n_in, n_out, act);
             assert_memory_equal(again, want, sizeof(float) * rows * n_out);
         }
     }
@@ -90,10 +84,6 @@ static void check(int rows, int n_in, int n_out) {
         matmul(again, x, (Packed){Wh, 1, A, NULL}, b, rows, n_in, n_out);
         /* the sum is rounded after each of 5 partial products: about twice float32's error */
         expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
-        float *pf = malloc(sizeof(float) * rows * n_out);   /* prefetching changes no bit there either */
-        matmul_prefetch(pf, x, (Packed){Wh, 1, A, NULL}, b, rows, n_in, n_out, region, sizes[1]);
-        assert_memory_equal(pf, again, sizeof(float) * rows * n_out);
-        free(pf);
         free(A);
     }
     if (matmul_bf16_ready()) {   /* the same weights rounded to bfloat16, and so is x: their exact
@@ -107,10 +97,8 @@ static void check(int rows, int n_in, int n_out) {
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
         matmul(again, x, P, b, rows, n_in, n_out);
         expect_near("bfloat16", again, xr, Wr, b, rows, n_in, n_out, 1e-6);
-        float *more = malloc(sizeof(float) * rows * n_out);   /* prefetch, relu: the same bits */
-        matmul_prefetch(more, x, P, b, rows, n_in, n_out, region, sizes[1]);
-        assert_memory_equal(more, again, sizeof(float) * rows * n_out);
-        matmul_ex(more, x, P, b, rows, n_in, n_out, NULL, 0, MATMUL_RELU);
+        float *more = malloc(sizeof(float) * rows * n_out);   /* relu: the same bits through it */
+        matmul_ex(more, x, P, b, rows, n_in, n_out, MATMUL_RELU);
         for (int i = 0; i < rows * n_out; i++) assert_true(more[i] == (again[i] > 0 ? again[i] : 0));
         if (matmul_amx_ready()) {   /* on the tiles (a sampling step where the processor has AMX):
                                      * the same rounded operands, summed in float32 */
@@ -121,13 +109,13 @@ static void check(int rows, int n_in, int n_out) {
             matmul(more, x, T, b, rows, n_in, n_out);
             expect_near("AMX bfloat16", more, xr, Wr, b, rows, n_in, n_out, 1e-6);
             float *relu = malloc(sizeof(float) * rows * n_out);
-            matmul_ex(relu, x, T, b, rows, n_in, n_out, region, sizes[1], MATMUL_RELU);
+            matmul_ex(relu, x, T, b, rows, n_in, n_out, MATMUL_RELU);
             for (int i = 0; i < rows * n_out; i++) assert_true(relu[i] == (more[i] > 0 ? more[i] : 0));
             free(relu); free(A);
         }
         free(more); free(B); free(Wr); free(xr);
     }
-    free(again); free(region);
+    free(again);
     free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
 }
 
@@ -293,9 +281,9 @@ static void test_rounded(void **state) {
                     for (int i = n * n_in; i < R * n_in; i++) x16[i] = 0x7fc0;   /* padding: NaN must not matter */
                     if (!aligned_in) x16[0] ^= 0x1234;   /* a wrong value must not matter either */
                     for (int i = 0; i < R * n_out; i++) out16[i] = 0xabcd;
-                    matmul_ex(want, x, P, b, n, n_in, n_out, NULL, 0, MATMUL_RELU);
+                    matmul_ex(want, x, P, b, n, n_in, n_out, MATMUL_RELU);
                     matmul(got, x + (size_t)n * n_in, P, b, R - n, n_in, n_out);   /* other inputs, rounded in the product */
-                    matmul_rounded(got, x, P, b, n, n_in, n_out, NULL, 0, MATMUL_RELU, (Rounded){x16, out16});
+                    matmul_rounded(got, x, P, b, n, n_in, n_out, MATMUL_RELU, (Rounded){x16, out16});
                     assert_memory_equal(got, want, sizeof(float) * n * n_out);
                     for (int r = 0; r < n; r++) {
                         matmul_round_bf16(want16, want + (size_t)r * n_out, n_out);
@@ -306,12 +294,12 @@ static void test_rounded(void **state) {
                     /* float32 products: nothing rounded, nothing read rounded */
                     Packed F = {Wh, 1, NULL, NULL};
                     x16[0] ^= 0x1234;
-                    matmul_ex(want, x, F, b, n, n_in, n_out, NULL, 0, MATMUL_NONE);
-                    matmul_rounded(got, x, F, b, n, n_in, n_out, NULL, 0, MATMUL_NONE, (Rounded){x16, out16});
+                    matmul_ex(want, x, F, b, n, n_in, n_out, MATMUL_NONE);
+                    matmul_rounded(got, x, F, b, n, n_in, n_out, MATMUL_NONE, (Rounded){x16, out16});
                     assert_memory_equal(got, want, sizeof(float) * n * n_out);
                     if (!aligned_out) continue;
                     for (int r = 0; r < n; r++) {   /* out16 unchanged since the bfloat16 product */
-                        matmul_ex(want, x + (size_t)r * n_in, P, b, 1, n_in, n_out, NULL, 0, MATMUL_RELU);
+                        matmul_ex(want, x + (size_t)r * n_in, P, b, 1, n_in, n_out, MATMUL_RELU);
                         matmul_round_bf16(want16, want, n_out);
                         assert_memory_equal(out16 + (size_t)r * n_out, want16, sizeof(uint16_t) * n_out);
                     }
