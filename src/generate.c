@@ -7,8 +7,30 @@
 #include "device.h"
 #include "dmol.h"
 #include "rng.h"
+#include "threads.h"
 #include "transformer.h"
 #include "util.h"
+
+/* Draw x(t) of each image from its mixture: a few hundred nanoseconds an image, on the caller
+ * alone a tenth of a step at batch 256 on 16 cores, so in a parallel loop where the batch is
+ * large. Each image has its own generator: the draws do not depend on the thread. */
+#define DRAWS_PER_ITEM 16
+typedef struct { const float *out; unsigned char *img; Rng *rng; int nb, N, M, t; double temp; } Draws;
+
+static void draw_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Draws *d = ctx;
+    for (int b = item * DRAWS_PER_ITEM; b < d->nb && b < (item + 1) * DRAWS_PER_ITEM; b++)
+        d->img[(size_t)b * d->N + d->t] =
+            (unsigned char)dmol_sample_temp(d->out + (size_t)b * 3 * d->M, d->M, d->temp, &d->rng[b]);
+}
+
+static void draw(const Draws *d) {
+    int items = (d->nb + DRAWS_PER_ITEM - 1) / DRAWS_PER_ITEM;
+    if (items >= 4) parallel_for(items, draw_item, (void *)d, d->nb);
+    else
+        for (int i = 0; i < items; i++) draw_item((void *)d, i, 0);
+}
 
 int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
     if (device_current() == DEVICE_CUDA) return cuda_generate(m, imgs, n, o, e);
@@ -38,8 +60,7 @@ int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Er
             if (o->on_step) o->on_step(o->user, t, 0);
             for (int b = 0; b < nb; b++) input_tokens(tok + b, img + (size_t)b * N, t, 1);
             transformer_forward(m, &s, tok, nb, 1);
-            for (int b = 0; b < nb; b++)
-                img[(size_t)b * N + t] = (unsigned char)dmol_sample_temp(s.out + (size_t)b * 3 * M, M, temp, &rng[b]);
+            draw(&(Draws){s.out, img, rng, nb, N, M, t, temp});
             if (o->on_step) o->on_step(o->user, t, 1);
             if (o->progress) progress_update(o->progress, (double)start * (N - P) + (double)nb * (t + 1 - P));
             if (o->stop && *o->stop) goto out;
