@@ -77,10 +77,16 @@ say "under load (2 cores, one busy): default threads at $(ratio "$(sum "${busy_d
 say "quiet (2 cores): default threads at $(ratio "$(sum "${quiet_d[@]}")" "$(sum "${quiet_1[@]}")")x the speed of --threads 1"
 
 echo "== 2. scaling at batch 256: 2 cores against ${#CPU[@]}"
+# GFLOP/s of the ceiling's 1024^3 product (src/ceiling.h) on cores $1 with $2 threads
+gflops() {
+  taskset -c "$1" "${LG[@]}" sample --model "$MODEL" -n 1 --threads "$2" --ceiling -o "$OUT/bench.png" | tee -a "$OUT/runs.txt" |
+    sed -n "s/.* of sgemm's \([0-9.]*\) GFLOP.*/\1/p"
+}
 if [ ${#CPU[@]} -ge 16 ]; then
-  two=$(ips "$TWO" -n 256 --batch 256)
-  all=$(ips "$CORES" -n 256 --batch 256)
-  say "scaling (batch 256): ${#CPU[@]} cores at $(ratio "$all" "$two")x 2 cores ($all vs $two images/s; goal >= 6 on 16)"
+  two=() all=()   # alternating pairs, their images/s added
+  for r in 1 2; do two+=("$(ips "$TWO" -n 256 --batch 256)"); all+=("$(ips "$CORES" -n 256 --batch 256)"); done
+  g2=$(gflops "$TWO" 2) gall=$(gflops "$CORES" "${#CPU[@]}")
+  say "scaling (batch 256): ${#CPU[@]} cores at $(ratio "$(sum "${all[@]}")" "$(sum "${two[@]}")")x 2 cores (${all[*]} vs ${two[*]} images/s; goal >= 6 on 16); the 1024^3 product alone at $(ratio "$gall" "$g2")x ($gall vs $g2 GFLOP/s)"
   if [ "$PHYSICAL" -lt ${#CPU[@]} ]; then   # SMT: one thread per physical core, for comparison
     phys=$(ips "$CORES" -n 256 --batch 256 --threads "$PHYSICAL")
     say "scaling (batch 256): ${#CPU[@]} cores, $PHYSICAL threads (one per physical core) at $(ratio "$phys" "$two")x 2 cores ($phys images/s)"
