@@ -127,21 +127,24 @@ static void test_short_job_decides_early(void **state) {
     if (adaptive < alone / 2) fail_msg("%ld loops in a fresh job's first 0.2 s, %ld alone", adaptive, alone);
 }
 
-static void test_together_when_others_help(void **state) {
-    (void)state;
-    if (threads_usable_cores() < 2) skip();
-    Share s = {.work = 1 << 16};   /* tens of microseconds an item */
-    /* Only where two threads do run at once now: a shared host may give this process less. */
+/* Whether two threads do run at once now, for loops of s's items (a shared host may give this
+ * process less): two threads, adaptive from here, or 0 (the caller skips its test). */
+static int two_cores_now(Share *s) {
+    if (threads_usable_cores() < 2) return 0;
     threads_set(1);
-    long one = loops_for(&s, 16, 0.3);
+    long one = loops_for(s, 16, 0.3);
     threads_set(2);
     threads_adapt(0);
-    long two = loops_for(&s, 16, 0.3);
-    if (two < 1.3 * one) {
-        printf("skipped: two threads ran %.2fx as many loops as one (a busy or shared machine)\n", (double)two / one);
-        skip();
-    }
+    long two = loops_for(s, 16, 0.3);
     threads_adapt(1);
+    if (two < 1.3 * one) printf("skipped: two threads ran %.2fx as many loops as one (a busy or shared machine)\n", (double)two / one);
+    return two >= 1.3 * one;
+}
+
+static void test_together_when_others_help(void **state) {
+    (void)state;
+    Share s = {.work = 1 << 16};   /* tens of microseconds an item */
+    if (!two_cores_now(&s)) skip();
     loops_for(&s, 16, 1.0);
     loops_for(&s, 16, 1.0);
     if (s.share < 0.15) fail_msg("the second thread took only %.1f%% of the items", 100 * s.share);
@@ -160,18 +163,8 @@ static double share_of_others(Share *s) {
 
 static void test_each_kind_its_own_way(void **state) {
     (void)state;
-    if (threads_usable_cores() < 2) skip();
     Share helped = {.work = 1 << 16}, held_up = {.slow_secs = 200e-6};
-    threads_set(1);
-    long one = loops_for(&helped, 16, 0.3);
-    threads_set(2);
-    threads_adapt(0);
-    long two = loops_for(&helped, 16, 0.3);
-    if (two < 1.3 * one) {
-        printf("skipped: two threads ran %.2fx as many loops as one (a busy or shared machine)\n", (double)two / one);
-        skip();
-    }
-    threads_adapt(1);
+    if (!two_cores_now(&helped)) skip();
     for (int period = 0; period < 2; period++) {   /* 1.5 s to choose, then 0.6 s counted */
         share_of_others(&helped), share_of_others(&held_up);
         for (double t0 = now(); now() - t0 < (period ? 0.6 : 1.5);) {
