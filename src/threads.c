@@ -197,17 +197,16 @@ int threads_set(int n) {
 
 int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); }
 
-/* Whether the other threads help, kind of loop by kind of loop (its function, number of items
- * and size: the same few kinds repeat at every step). When they do not get a core (another
- * program has it), an item that one of them took before it was descheduled holds its loop up
- * for a time slice, and the caller alone would have been faster; and a loop of a few
- * microseconds' work (a step's attention at batch 1) costs more to hand out than it saves.
- * Loop times are noisy (a rare slow loop costs as much as a thousand fast ones), so the choice
- * is made from long periods: each kind runs its better way for a while, then every kind tries
- * its other way for a short trial, and each keeps the way whose loops took clearly less time.
+/* Whether the other threads help. When they do not get a core (another program has it), an
+ * item that one of them took before it was descheduled holds its loop up for a time slice, and
+ * the caller alone would have been faster. Loop times are noisy (a rare slow loop costs as
+ * much as a thousand fast ones), so the choice is made for all loops at once and from long
+ * periods: run the better way for a while, then try the other way for a short trial, and
+ * compare, kind of loop by kind of loop (its function, number of items and size: the same few
+ * kinds repeat at every step), the trial's time with what the same loops took the better way.
  * The first period is as short as a trial, so that a job of a second (a few images) is not
- * spent the worse way; while no kind changes its way, the trials come ever less often (a
- * losing trial costs its time). */
+ * spent the worse way; while the choice holds, the trials come ever less often (a losing trial
+ * costs its time). */
 #define KINDS 64
 #define TRIAL_SECONDS 0.01   /* ~30 steps of sampling at batch 8, 4 at 64 (2 EPYC cores: 0.05 s
                               * lost 2-5% to the wrong way, with a core busy and quiet alike) */
@@ -223,21 +222,20 @@ typedef struct {
     int n;
     double secs[2];   /* this period's and the trial's loops of this kind: [0] alone, [1] with the others */
     long loops[2];
-    int best;         /* the better way: 1 with the others, 0 alone */
 } Kind;
 static Kind kinds[KINDS];
 static int adapt = 1;
 static struct {
-    int in_trial;      /* whether the loops run their kind's other way now */
-    long loops;        /* loops in this period or trial */
-    double end, gap;   /* when it ends; the current gap between trials */
-} plan = {0, 0, 0, GAP_MIN};
+    int best, now, in_trial;   /* the better way (1: with the others), the way loops run now */
+    long loops;                /* loops in this period or trial */
+    double end, gap;           /* when it ends; the current gap between trials */
+} plan = {1, 1, 0, 0, 0, GAP_MIN};
 
 void threads_adapt(int on) { adapt = on; }
 
 static void plan_reset(void) {
     memset(kinds, 0, sizeof kinds);
-    plan.in_trial = 0, plan.loops = 0, plan.end = 0, plan.gap = GAP_MIN;
+    plan.best = plan.now = 1, plan.in_trial = 0, plan.loops = 0, plan.end = 0, plan.gap = GAP_MIN;
 }
 
 static Kind *kind_of(ParallelFn fn, int n, double size) {
@@ -245,47 +243,43 @@ static Kind *kind_of(ParallelFn fn, int n, double size) {
     for (int k = 0; k < KINDS; k++) {
         Kind *e = &kinds[(h + k) % KINDS];
         if (e->fn == fn && e->n == n && e->size == size) return e;
-        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n, .best = 1}; return e; }
+        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n}; return e; }
     }
     return NULL;   /* table full: not counted */
 }
 
-/* At the end of a trial: each kind whose trial loops took clearly less time than the same loops
- * its better way takes the other way from now on. 1 some kind changed, 0 none did, -1 no kind of
- * loop ran both ways (the work changed): no verdict. */
-static int trial_end(void) {
-    int verdict = -1;
+/* At the end of a trial: did its loops take clearly less time than the same loops the better way?
+ * 1 yes, 0 no, -1 no kind of loop ran both ways (the work changed): no verdict. */
+static int trial_won(void) {
+    double trial = 0, usual = 0;
+    int b = plan.best;
     for (int k = 0; k < KINDS; k++) {
         Kind *e = &kinds[k];
-        int b = e->best;
         if (e->fn && e->loops[b] && e->loops[!b]) {
-            int won = e->secs[!b] < MARGIN * e->loops[!b] * e->secs[b] / e->loops[b];
-            if (won) e->best = !b;
-            if (verdict < won) verdict = won;
+            trial += e->secs[!b];
+            usual += e->loops[!b] * e->secs[b] / e->loops[b];
         }
         e->secs[0] = e->secs[1] = 0;
         e->loops[0] = e->loops[1] = 0;
     }
-    return verdict;
+    return usual > 0 ? trial < MARGIN * usual : -1;
 }
 
-/* The way the next loop of kind e runs: 1 with the others, 0 alone. */
-static int choose(const Kind *e, double now) {
+/* The way the next loop runs: 1 with the others, 0 alone. */
+static int choose(double now) {
     if (!adapt) return 1;
     if (!plan.end) plan.end = now + TRIAL_SECONDS;   /* the first period: as short as a trial */
-    if (now >= plan.end && plan.loops >= MIN_LOOPS) {
-        if (!plan.in_trial) {   /* the period is over: each kind tries its other way */
-            plan.in_trial = 1, plan.end = now + TRIAL_SECONDS;
-        } else {
-            int changed = trial_end();
-            if (changed == 1) plan.gap = GAP_MIN;
-            else if (changed == 0) plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
-            plan.in_trial = 0, plan.end = now + plan.gap;
-        }
-        plan.loops = 0;
+    if (now < plan.end || plan.loops < MIN_LOOPS) return plan.now;
+    if (!plan.in_trial) {   /* the period is over: try the other way */
+        plan.in_trial = 1, plan.now = !plan.best, plan.end = now + TRIAL_SECONDS;
+    } else {
+        int won = trial_won();
+        if (won == 1) plan.best = !plan.best, plan.gap = GAP_MIN;
+        else if (won == 0) plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
+        plan.in_trial = 0, plan.now = plan.best, plan.end = now + plan.gap;
     }
-    int best = e ? e->best : 1;   /* a kind the table has no room for: with the others */
-    return plan.in_trial ? !best : best;
+    plan.loops = 0;
+    return plan.now;
 }
 
 static void record(Kind *e, int with_others, double secs) {
@@ -321,7 +315,7 @@ static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
     }
     Kind *e = kind_of(fn, n_items, size);
     double t0 = seconds();
-    int with_others = choose(e, t0);
+    int with_others = choose(t0);
     if (!with_others) {
         run_alone(n_items, fn, ctx);
         record(e, 0, seconds() - t0);

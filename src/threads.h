@@ -7,8 +7,7 @@
  * items (the same ones at every step, so their weights stay in its cache), the calling thread
  * included, and then takes what is left of the others' ranges: a thread that does not get a
  * core in time holds the loop up by at most the item it has in hand. Where even that costs more
- * than the other threads give (a busy machine, or a loop of a few microseconds' work), the loops
- * of that kind run on the calling thread alone.
+ * than the other threads give (a busy machine), the loops run on the calling thread alone.
  * Idle threads spin a moment (the next loop usually follows within microseconds), then sleep
  * in the kernel.
  * The other way, each thread taking a group of whole images through all of a step's layers as

@@ -150,34 +150,6 @@ static void test_together_when_others_help(void **state) {
     if (s.share < 0.15) fail_msg("the second thread took only %.1f%% of the items", 100 * s.share);
 }
 
-/* Two kinds of loop in turn, each for its own way: one whose items the other thread speeds up
- * (tens of microseconds of arithmetic each), one of short items that it only holds up (it is
- * far slower than the caller, as a worker without a core of its own is). Taken together the
- * other thread helps, but the second kind still runs alone. */
-static double share_of_others(Share *s) {
-    long mine = atomic_load(&s->mine), others = atomic_load(&s->others);
-    atomic_store(&s->mine, 0);
-    atomic_store(&s->others, 0);
-    return (double)others / (mine + others);
-}
-
-static void test_each_kind_its_own_way(void **state) {
-    (void)state;
-    Share helped = {.work = 1 << 16}, held_up = {.slow_secs = 200e-6};
-    if (!two_cores_now(&helped)) skip();
-    for (int period = 0; period < 2; period++) {   /* 1.5 s to choose, then 0.6 s counted */
-        share_of_others(&helped), share_of_others(&held_up);
-        for (double t0 = now(); now() - t0 < (period ? 0.6 : 1.5);) {
-            parallel_for(16, share_item, &helped, 16);
-            parallel_for(8, share_item, &held_up, 8);
-        }
-    }
-    double h = share_of_others(&helped), u = share_of_others(&held_up);
-    printf("items the other thread took: %.1f%% of the helped kind's, %.1f%% of the held-up kind's\n", 100 * h, 100 * u);
-    if (h < 0.15) fail_msg("the other thread took only %.1f%% of the helped kind's items", 100 * h);
-    if (u > 0.05) fail_msg("the other thread took %.1f%% of the held-up kind's items", 100 * u);
-}
-
 /* Two threads, every loop on both; a fresh count of n items for count_item. */
 static Count *two_threads_counting(int n) {
     threads_adapt(0);
@@ -295,7 +267,6 @@ int main(void) {
         cmocka_unit_test(test_alone_when_others_slow),
         cmocka_unit_test(test_short_job_decides_early),
         cmocka_unit_test(test_together_when_others_help),
-        cmocka_unit_test(test_each_kind_its_own_way),
         cmocka_unit_test(test_usable_cores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
