@@ -38,24 +38,24 @@ int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
     memset(s, 0, sizeof *s);
     s->B = B; s->T = T;
     size_t rows = (size_t)B * T, kv, lin = state_floats(c, B, &kv);
-    s->x   = try_calloc(rows * c->d, 4, "activations", e);
-    s->xn  = s->x   ? try_calloc(rows * c->d, 4, "activations", e) : NULL;
-    s->qkv = s->xn  ? try_calloc(rows * 3 * c->d, 4, "activations", e) : NULL;
-    s->att = s->qkv ? try_calloc(rows * c->d, 4, "activations", e) : NULL;
-    s->hid = s->att ? try_calloc(rows * c->d_ff, 4, "activations", e) : NULL;
-    s->out = s->hid ? try_calloc(rows * 3 * c->n_mix, 4, "head outputs", e) : NULL;
-    s->scratch = s->out ? try_calloc(scratch_floats(c, T), 4, "attention workspace", e) : NULL;
-    s->pe = s->scratch ? try_calloc((size_t)c->seq_len * (c->d / 2), 4, "positional encoding", e) : NULL;
+    s->x   = try_calloc_lines(rows * c->d, 4, "activations", e);
+    s->xn  = s->x   ? try_calloc_lines(rows * c->d, 4, "activations", e) : NULL;
+    s->qkv = s->xn  ? try_calloc_lines(rows * 3 * c->d, 4, "activations", e) : NULL;
+    s->att = s->qkv ? try_calloc_lines(rows * c->d, 4, "activations", e) : NULL;
+    s->hid = s->att ? try_calloc_lines(rows * c->d_ff, 4, "activations", e) : NULL;
+    s->out = s->hid ? try_calloc_lines(rows * 3 * c->n_mix, 4, "head outputs", e) : NULL;
+    s->scratch = s->out ? try_calloc_lines(scratch_floats(c, T), 4, "attention workspace", e) : NULL;
+    s->pe = s->scratch ? try_calloc_lines((size_t)c->seq_len * (c->d / 2), 4, "positional encoding", e) : NULL;
     size_t padded = MATMUL_ROUNDED_ROWS((size_t)B);   /* zero rows past B, for the tiles */
-    s->x16 = s->pe ? try_calloc(padded * c->d, 2, "activations", e) : NULL;
-    s->att16 = s->x16 ? try_calloc(padded * c->d, 2, "activations", e) : NULL;
-    s->hid16 = s->att16 ? try_calloc(padded * c->d_ff, 2, "activations", e) : NULL;
+    s->x16 = s->pe ? try_calloc_lines(padded * c->d, 2, "activations", e) : NULL;
+    s->att16 = s->x16 ? try_calloc_lines(padded * c->d, 2, "activations", e) : NULL;
+    s->hid16 = s->att16 ? try_calloc_lines(padded * c->d_ff, 2, "activations", e) : NULL;
     if (s->hid16 && c->attention == ATTN_LINEAR) {
-        s->S = try_calloc(lin, 4, "RNN state", e);
+        s->S = try_calloc_lines(lin, 4, "RNN state", e);
         s->z = s->S ? s->S + (size_t)c->n_layers * B * c->n_heads * c->d_head * c->d_head : NULL;
     } else if (s->hid16) {
-        s->kc = try_calloc(kv, 4, "KV cache (keys)", e);
-        s->vc = s->kc ? try_calloc(kv, 4, "KV cache (values)", e) : NULL;
+        s->kc = try_calloc_lines(kv, 4, "KV cache (keys)", e);
+        s->vc = s->kc ? try_calloc_lines(kv, 4, "KV cache (values)", e) : NULL;
     }
     if (!s->S && !s->vc) { runstate_free(s); return -1; }
     /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), h = d/2, in double like the reference */
@@ -70,9 +70,9 @@ int runstate_init(RunState *s, const Config *c, int B, int T, Err *e) {
 }
 
 void runstate_free(RunState *s) {
-    free(s->x); free(s->xn); free(s->qkv); free(s->att); free(s->hid); free(s->out);
-    free(s->scratch); free(s->pe); free(s->S); free(s->kc); free(s->vc);
-    free(s->x16); free(s->att16); free(s->hid16);
+    void *bufs[] = {s->x, s->xn, s->qkv, s->att, s->hid, s->out, s->scratch, s->pe, s->S, s->kc, s->vc,
+                    s->x16, s->att16, s->hid16};
+    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) free_lines(bufs[k]);
     memset(s, 0, sizeof *s);
 }
 

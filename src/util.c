@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +38,25 @@ void *try_calloc(size_t n, size_t size, const char *what, Err *e) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) err_set(e, "%s: cannot allocate %.1f MB", what, (double)n * size / 1e6);
     return p;
+}
+
+/* calloc's block and 64 bytes more (its pages stay untouched until used: a KV cache fills as
+ * the positions go), the first line boundary past its start returned, the block's address kept
+ * in the 8 bytes before it (at least 16 are there: calloc's blocks start at multiples of 16). */
+void *try_calloc_lines(size_t n, size_t size, const char *what, Err *e) {
+    if (size && n > ((size_t)-1 - 64) / size) { err_set(e, "%s: size overflows", what); return NULL; }
+    char *block = try_calloc(1, (n ? n : 1) * (size ? size : 1) + 64, what, e);
+    if (!block) return NULL;
+    char *p = (char *)(((uintptr_t)block + 64) & ~(uintptr_t)63);
+    memcpy(p - sizeof block, &block, sizeof block);
+    return p;
+}
+
+void free_lines(void *p) {
+    if (!p) return;
+    char *block;
+    memcpy(&block, (char *)p - sizeof block, sizeof block);
+    free(block);
 }
 
 int open_regular(const char *path, Err *e) {

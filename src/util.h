@@ -15,6 +15,11 @@ void *xmalloc(size_t n);            /* aborts with a message on out-of-memory */
 void *xcalloc(size_t n, size_t size);
 /* Allocation that may legitimately fail (user-sized): NULL and a message in e. */
 void *try_calloc(size_t n, size_t size, const char *what, Err *e);
+/* The same, starting at a cache line (64 bytes): buffers that threads write side by side (a
+ * product's output columns, the attention's heads) then share no line at their edges, as they
+ * would at malloc's 16 bytes past one. Freed with free_lines. */
+void *try_calloc_lines(size_t n, size_t size, const char *what, Err *e);
+void free_lines(void *p);
 
 /* Open a regular file for reading: a descriptor, or -1 and a message naming the file ("is a
  * directory", "not a regular file": a device or FIFO would never end or never start). */

@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "dataset.h"
@@ -13,6 +14,7 @@
 #include "model.h"
 #include "safetensors.h"
 #include "transformer.h"
+#include "util.h"
 
 typedef struct {
     Model m;
@@ -192,6 +194,43 @@ static void test_state_bytes(void **st) {
     assert_true(f > 9.9e9 && f < 10.3e9);   /* DESIGN.md: ~10.1 GFLOP per MNIST image */
 }
 
+/* The run state's buffers start on cache lines, so that threads writing side by side (a
+ * product's columns, the attention's (image, head) pairs) share no line at their edges: every
+ * buffer, and a pair's S and z within the state, at a multiple of 64 bytes; all zero at start.
+ * try_calloc_lines itself: odd sizes, the whole size writable, its overflow refused. */
+static void test_runstate_lines(void **st) {
+    (void)st;
+    Err e;
+    for (size_t n = 1; n < 5000; n = n * 3 + 1) {
+        unsigned char *p = try_calloc_lines(n, 1, "test", &e);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 64, 0);
+        for (size_t i = 0; i < n; i++) assert_int_equal(p[i], 0);
+        memset(p, 0xab, n);   /* the sanitizers see any byte past the block */
+        free_lines(p);
+    }
+    free_lines(NULL);
+    assert_null(try_calloc_lines((size_t)-1 / 2, 4, "huge", &e));
+    assert_non_null(strstr(e.msg, "huge"));
+    Config c = {.attention = ATTN_LINEAR, .n_layers = 2, .n_heads = 3, .d_head = 32, .d_ff = 96, .n_mix = 10,
+                .height = 4, .width = 4, .channels = 1, .d = 96, .seq_len = 16};
+    for (int B = 1; B <= 5; B += 2) {
+        RunState s;
+        if (runstate_init(&s, &c, B, 1, &e)) fail_msg("%s", e.msg);
+        const void *bufs[] = {s.x, s.xn, s.qkv, s.att, s.hid, s.out, s.scratch, s.pe, s.S, s.z, s.x16, s.att16, s.hid16};
+        for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++) assert_int_equal((uintptr_t)bufs[k] % 64, 0);
+        size_t pairs = (size_t)c.n_layers * B * c.n_heads;
+        for (size_t i = 0; i < pairs * (32 * 32 + 32); i++) assert_true(s.S[i] == 0);
+        runstate_free(&s);
+    }
+    c.attention = ATTN_SOFTMAX;
+    RunState s;
+    if (runstate_init(&s, &c, 2, 1, &e)) fail_msg("%s", e.msg);
+    assert_int_equal((uintptr_t)s.kc % 64, 0);
+    assert_int_equal((uintptr_t)s.vc % 64, 0);
+    runstate_free(&s);
+}
+
 /* FLOPs counted for the form that runs: the parallel form's attention computes other products
  * than the step form's; the projections are the same. Counted here independently, per chunk. */
 static void test_flops_per_form(void **st) {
@@ -225,6 +264,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_softmax_cifar),
         cmocka_unit_test(test_flops_per_form),
         cmocka_unit_test(test_state_bytes),
+        cmocka_unit_test(test_runstate_lines),
         cmocka_unit_test(test_bf16_steps),
     };
     if (argc > 1) {   /* test_transformer DIR/NAME: check NAME.bin against NAME.golden only */
