@@ -188,7 +188,7 @@ static inline __attribute__((always_inline)) void kstep(const int R, const int h
  * spread over the arithmetic. */
 static inline __attribute__((always_inline)) void tile(const int R, const int half, float *out, int ldo,
                                                         const void *x, int ldx, const void *Wp, int n_in,
-                                                        const float *b, Prefetch g, int relu) {
+                                                        const float *b, Prefetch g, int relu, uint16_t *o16) {
     int n = steps(n_in, half), nseg = g.lines, len = n / (nseg ? nseg : 1), i = 0;
 #if SIMD
     vec lo[MR], hi[MR];
@@ -213,17 +213,23 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
     }
 #if SIMD
     for (int r = 0; r < R; r++) {
-        vstore(out + (size_t)r * ldo, relu ? vmax0(lo[r]) : lo[r]);
-        vstore(out + (size_t)r * ldo + VW, relu ? vmax0(hi[r]) : hi[r]);
+        if (relu) lo[r] = vmax0(lo[r]), hi[r] = vmax0(hi[r]);
+        vstore(out + (size_t)r * ldo, lo[r]);
+        vstore(out + (size_t)r * ldo + VW, hi[r]);
+#if BF16
+        if (o16)   /* as matmul_round_bf16_rows rounds */
+            _mm512_storeu_si512(o16 + (size_t)r * ldo, (__m512i)_mm512_cvtne2ps_pbh(hi[r], lo[r]));
+#endif
     }
 #else
+    (void)o16;   /* given only with bfloat16 weights, which this build has no kernel for */
     for (int r = 0; r < R; r++)
         for (int j = 0; j < NR; j++) out[(size_t)r * ldo + j] = relu && acc[r][j] < 0 ? 0 : acc[r][j];
 #endif
 }
 
 /* One tile of R rows, R from 1 to MR, as a constant. */
-#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu); break;
+#define TILE(n, h) case n: tile(n, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu, o16); break;
 #if MR == 14
 #define TILE_14_7(h) TILE(14, h) TILE(13, h) TILE(12, h) TILE(11, h) TILE(10, h) TILE(9, h) TILE(8, h) TILE(7, h)
 #else
@@ -232,13 +238,14 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 #define TILES(h) switch (R) { \
         TILE_14_7(h) \
         TILE(6, h) TILE(5, h) TILE(4, h) TILE(3, h) TILE(2, h) \
-        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu); break; \
+        default: tile(1, h, o, ld, xr, ldx, Wp.p, n_in, b, g, relu, o16); break; \
     }
 
 /* rows x ncols (ncols <= NR) of out from one panel; a narrower last panel goes through tmp.
- * relu: max(0, .) on the sums before they are stored. */
+ * relu: max(0, .) on the sums before they are stored; out16 (or NULL; whole panels of bfloat16
+ * weights only): the outputs rounded to bfloat16 there as well, rows ldo apart. */
 static void panel(float *out, int ldo, const void *x, int ldx, Packed Wp, int n_in, const float *b,
-                  int rows, int ncols, const char *next, int relu) {
+                  int rows, int ncols, const char *next, int relu, uint16_t *out16) {
     float tmp[MR * NR], bias[NR] = {0};
     if (ncols < NR) b = memcpy(bias, b, ncols * sizeof *b);
     int mr = Wp.half ? MR : MR_FLOAT, tiles = (rows + mr - 1) / mr;
@@ -248,6 +255,7 @@ static void panel(float *out, int ldo, const void *x, int ldx, Packed Wp, int n_
         Prefetch g = slice(next, next ? panel_bytes(n_in, Wp.half) / 64 : 0, r / mr, tiles, steps(n_in, Wp.half));
         int R = rows - r < mr ? rows - r : mr, ld = ncols < NR ? NR : ldo;
         float *o = ncols < NR ? tmp : out + (size_t)r * ldo;
+        uint16_t *o16 = out16 && ncols == NR ? out16 + (size_t)r * ldo : NULL;
         const char *xr = (const char *)x + (size_t)r * ldx * 4;
 #if BF16
         if (Wp.half == PAIRS) TILES(2) else
@@ -333,6 +341,10 @@ static void product_item(void *ctx, int item, int thread) {
     const char *panels = q->W.p;
     const char *x = (const char *)q->x + (size_t)r0 * q->ldx * 4;
     int p = p0, p1 = p0 + q->G < q->np ? p0 + q->G : q->np, relu = q->act == MATMUL_RELU, grouped = 0;
+    /* relu and the rounding to bfloat16 are taken in the tiles' registers (reading the stored
+     * outputs back costs more: at d_ff = 1,024 their rows are 4 KB apart and crowd one set of
+     * the L1 cache); gelu, and both after a group of panels, at the end */
+    int round_in_tiles = q->out16 && q->act != MATMUL_GELU;
 #if SIMD
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
         panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->ldx,
@@ -345,15 +357,12 @@ static void product_item(void *ctx, int item, int thread) {
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
         Packed Wp = {panels + p * stride, q->W.half, NULL, NULL};
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->ldx, Wp, q->n_in, q->b + c0, rows, ncols,
-              next, relu);
+              next, relu, round_in_tiles ? q->out16 + (size_t)r0 * q->n_out + c0 : NULL);
     }
-    /* relu is taken in the tiles' registers (reading the stored outputs back costs more: at
-     * d_ff = 1,024 their rows are 4 KB apart and crowd one set of the L1 cache); gelu, and relu
-     * after a group of panels, here */
     int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
     if (q->act && (grouped || !relu))
         matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
-    if (q->out16)   /* while the outputs are still in the cache */
+    if (q->out16 && (grouped || !round_in_tiles))   /* while the outputs are still in the cache */
         matmul_round_bf16_rows(q->out16 + (size_t)r0 * q->n_out + p0 * NR, q->n_out, q->out + (size_t)r0 * q->n_out + p0 * NR,
                                q->n_out, rows, c1 - p0 * NR);
 }
