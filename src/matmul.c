@@ -219,6 +219,8 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 #if BF16
         if (o16)   /* as matmul_round_bf16_rows rounds */
             _mm512_storeu_si512(o16 + (size_t)r * ldo, (__m512i)_mm512_cvtne2ps_pbh(hi[r], lo[r]));
+#else
+        (void)o16;   /* given only with bfloat16 weights, which this build has no kernel for */
 #endif
     }
 #else
