@@ -145,8 +145,6 @@ void linear_attention(const Config *c, float *S, float *z, const float *qkv, flo
     /* A step's state of a few tens of KB (batch 1 to 3 of 8 heads of 32) takes a microsecond or
      * two: less than handing it out to the other threads costs, and its S then stays in the
      * caller's cache (2 EPYC threads, batch 1: 8.1-8.3 images/s against 7.3-7.5). */
-    if (T == 1 && (size_t)pairs * c->d_head * c->d_head < STEP_ALONE_FLOATS)
-        for (int i = 0; i < items; i++) attention_item(&a, i, 0);
-    else
-        parallel_for(items, attention_item, &a, (double)pairs * T);
+    parallel_for_if(T > 1 || (size_t)pairs * c->d_head * c->d_head >= STEP_ALONE_FLOATS, items, attention_item, &a,
+                    (double)pairs * T);
 }

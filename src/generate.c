@@ -28,9 +28,7 @@ static void draw_item(void *ctx, int item, int thread) {
 
 static void draw(const Draws *d) {
     int items = (d->nb + DRAWS_PER_ITEM - 1) / DRAWS_PER_ITEM;
-    if (items >= 4) parallel_for(items, draw_item, (void *)d, d->nb);
-    else
-        for (int i = 0; i < items; i++) draw_item((void *)d, i, 0);
+    parallel_for_if(items >= 4, items, draw_item, (void *)d, d->nb);
 }
 
 int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {

@@ -190,6 +190,9 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
                                                         const void *x, int ldx, const void *Wp, int n_in,
                                                         const float *b, Prefetch g, int relu, uint16_t *o16) {
     int n = steps(n_in, half), nseg = g.lines, len = n / (nseg ? nseg : 1), i = 0;
+#if !BF16
+    (void)o16;   /* given only with bfloat16 weights, which this build has no kernel for */
+#endif
 #if SIMD
     vec lo[MR], hi[MR];
     for (int r = 0; r < R; r++) { lo[r] = vload(b); hi[r] = vload(b + VW); }
@@ -219,12 +222,9 @@ static inline __attribute__((always_inline)) void tile(const int R, const int ha
 #if BF16
         if (o16)   /* as matmul_round_bf16_rows rounds */
             _mm512_storeu_si512(o16 + (size_t)r * ldo, (__m512i)_mm512_cvtne2ps_pbh(hi[r], lo[r]));
-#else
-        (void)o16;   /* given only with bfloat16 weights, which this build has no kernel for */
 #endif
     }
 #else
-    (void)o16;   /* given only with bfloat16 weights, which this build has no kernel for */
     for (int r = 0; r < R; r++)
         for (int j = 0; j < NR; j++) out[(size_t)r * ldo + j] = relu && acc[r][j] < 0 ? 0 : acc[r][j];
 #endif
@@ -415,10 +415,7 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
     }
     Rounding q = {x, buf, ld, rows, n_in};
     int items = (rows + ROUND_ROWS - 1) / ROUND_ROWS;
-    if ((size_t)rows * n_in >= 65536 && threads_count() > 1)
-        parallel_for(items, round_rows, &q, (double)rows * n_in);
-    else
-        for (int i = 0; i < items; i++) round_rows(&q, i, 0);
+    parallel_for_if((size_t)rows * n_in >= 65536 && threads_count() > 1, items, round_rows, &q, (double)rows * n_in);
     return buf;
 }
 #endif
@@ -447,8 +444,7 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
     int G = group_max(rows);
     while (G > 1 && (np + G - 1) / G < 2 * threads) G /= 2;
     int ng = (np + G - 1) / G;
-    Product q = {out, xs, b, W, rows, n_in, n_out, np, mb, act, G, ng,
-                 steps(n_in, W.half), r.out16};
+    Product q = {out, xs, b, W, rows, n_in, n_out, np, mb, act, G, ng, steps(n_in, W.half), r.out16};
     parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
 }
 

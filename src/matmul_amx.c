@@ -312,14 +312,10 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
         Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch,
                      x16 ? x16 + (size_t)r0 * ld : scratch, out16 ? out16 + (size_t)r0 * n_out : NULL,
-                     n, n_in, n_out, ld, act, per,
-                     col_groups, tiles, pieces, n < TR ? n : TR};
-        if (!x16) {   /* else rounded by the loop that wrote x */
-            if (row_tiles <= 4)   /* a few rows (a sampling step): split here rather than wait at one more loop's end */
-                for (int t = 0; t < row_tiles; t++) split_rows(&q, t, 0);
-            else
-                parallel_for(row_tiles, split_rows, &q, (double)n * n_in);
-        }
+                     n, n_in, n_out, ld, act, per, col_groups, tiles, pieces, n < TR ? n : TR};
+        if (!x16)   /* else rounded by the loop that wrote x; a few rows (a sampling step): split
+                     * here rather than wait at one more loop's end */
+            parallel_for_if(row_tiles > 4, row_tiles, split_rows, &q, (double)n * n_in);
         parallel_for(items, product_item, &q, (double)n * n_in * n_out);
     }
 }

@@ -390,6 +390,11 @@ static void profile_add(const char *name, int n_items, double secs) {
     }
 }
 
+void parallel_for_if_named(int worth, int n_items, ParallelFn fn, void *ctx, double size, const char *name) {
+    if (worth) parallel_for_named(n_items, fn, ctx, size, name);
+    else run_alone(n_items, fn, ctx);
+}
+
 void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name) {
     if (profiling < 0) {
         const char *env = getenv("LINGEN_PROFILE");

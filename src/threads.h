@@ -38,6 +38,12 @@ void threads_adapt(int on);
 typedef void (*ParallelFn)(void *ctx, int item, int thread);
 void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name);
 #define parallel_for(n_items, fn, ctx, size) parallel_for_named(n_items, fn, ctx, size, __FILE__ ":" #fn)
+/* The same where `worth` says the loop has work enough to hand out; else every item on the
+ * calling thread, in order (a loop of a microsecond or two costs more to hand out than it
+ * saves). */
+void parallel_for_if_named(int worth, int n_items, ParallelFn fn, void *ctx, double size, const char *name);
+#define parallel_for_if(worth, n_items, fn, ctx, size) \
+    parallel_for_if_named(worth, n_items, fn, ctx, size, __FILE__ ":" #fn)
 
 /* Where the time goes, without a profiler: with LINGEN_PROFILE=1 in the environment (read at
  * the first loop), each kind of loop (file:function) counts its calls, items and wall time, and

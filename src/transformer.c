@@ -110,9 +110,7 @@ static void layernorm_item(void *ctx, int item, int thread) {
 
 static void over_rows_named(ParallelFn fn, const Rows *q, const char *name) {
     int items = (q->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
-    if (items >= 4) parallel_for_named(items, fn, (void *)q, (double)q->rows * q->d, name);
-    else
-        for (int i = 0; i < items; i++) fn((void *)q, i, 0);
+    parallel_for_if_named(items >= 4, items, fn, (void *)q, (double)q->rows * q->d, name);
 }
 #define over_rows(fn, ...) over_rows_named(fn, __VA_ARGS__, __FILE__ ":" #fn)   /* the loop named as fn (threads.h) */
 
