@@ -89,7 +89,7 @@ if [ ${#CPU[@]} -ge 16 ]; then
   say "scaling (batch 256): ${#CPU[@]} cores at $(ratio "$(sum "${all[@]}")" "$(sum "${two[@]}")")x 2 cores (${all[*]} vs ${two[*]} images/s; goal >= 6 on 16); the 1024^3 product alone at $(ratio "$gall" "$g2")x ($gall vs $g2 GFLOP/s)"
   if [ "$PHYSICAL" -lt ${#CPU[@]} ]; then   # SMT: one thread per physical core, for comparison
     phys=$(ips "$CORES" -n 256 --batch 256 --threads "$PHYSICAL")
-    say "scaling (batch 256): ${#CPU[@]} cores, $PHYSICAL threads (one per physical core) at $(ratio "$phys" "$two")x 2 cores ($phys images/s)"
+    say "scaling (batch 256): ${#CPU[@]} cores, $PHYSICAL threads (one per physical core) at $(ratio "$phys" "$(ratio "$(sum "${two[@]}")" 2)")x 2 cores ($phys images/s)"
   fi
 else
   say "scaling (batch 256): skipped, CORES has ${#CPU[@]} cores (needs 16 or more)"
