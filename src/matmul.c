@@ -386,6 +386,35 @@ void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ld
 
 void matmul_round_bf16(uint16_t *dst, const float *x, int n) { matmul_round_bf16_rows(dst, 0, x, 0, 1, n); }
 
+void matmul_store_rows(float *out, size_t ldo, uint16_t *out16, size_t ldd, float *src, size_t lds, int rows, int n,
+                       int act) {
+    if (act == MATMUL_GELU) matmul_activate(src, (int)lds, rows, n, act), act = MATMUL_NONE;
+    int relu = act == MATMUL_RELU;
+#if BF16
+    int fast = matmul_bf16_ready();
+    const __m512 zero = _mm512_setzero_ps();
+#endif
+    for (int r = 0; r < rows; r++, out += ldo, src += lds) {
+        uint16_t *o16 = out16 ? out16 + (size_t)r * ldd : NULL;
+        int i = 0;
+#if BF16
+        if (fast)
+            for (; i + 32 <= n; i += 32) {
+                __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
+                if (relu) a = _mm512_max_ps(a, zero), b = _mm512_max_ps(b, zero);   /* NaN and -0 to +0, as below */
+                _mm512_storeu_ps(out + i, a);
+                _mm512_storeu_ps(out + i + 16, b);
+                if (o16) _mm512_storeu_si512(o16 + i, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+            }
+#endif
+        for (; i < n; i++) {
+            float v = relu && !(src[i] > 0) ? 0 : src[i];
+            out[i] = v;
+            if (o16) o16[i] = float_to_bf16(v);
+        }
+    }
+}
+
 #if BF16
 typedef struct { const float *x; uint16_t *buf; size_t ld; int rows, n_in; } Rounding;
 enum { ROUND_ROWS = 16 };   /* rows an item of the rounding loop */

@@ -205,25 +205,25 @@ static void split_rows(void *ctx, int item, int thread) {
     }
 }
 
-/* The sums of row tile rt, column tiles c0 .. c0 + 31 (from tile registers a and b), into out:
- * whole tiles straight there, else through sums; then the activation. */
+/* The sums of row tile rt, column tiles c0 .. c0 + 31 (tile registers a and b), into out with
+ * the activation, and rounded into out16: a whole block with neither straight from the tiles,
+ * else through buf (its rows 128 bytes apart, in the L1 cache). Reading stored outputs back
+ * from out cost more: its rows are n_out floats apart, 4 KB at d_ff = 1,024, and a block's 16
+ * rows crowded one L1 set (ff1's product, relu and rounded outputs, ran at half qkv's rate). */
 #define STORE_SUMS(a, b, rt)                                                                            \
     do {                                                                                                \
         int r0_ = (rt) * TR, nr_ = q->rows - r0_ < q->tile_rows ? q->rows - r0_ : q->tile_rows;         \
+        int nc_ = q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC;                                     \
         float *o_ = q->out + (size_t)r0_ * q->n_out + c0;                                               \
-        if (nr_ == q->tile_rows && c0 + 2 * TC <= q->n_out) {                                           \
+        if (nr_ == q->tile_rows && nc_ == 2 * TC && !q->act && !q->out16) {                             \
             TILE_STORE(a, o_, (long)q->n_out * 4);                                                      \
             TILE_STORE(b, o_ + TC, (long)q->n_out * 4);                                                 \
         } else {                                                                                        \
-            TILE_STORE(a, sums[0], TC * 4);                                                             \
-            TILE_STORE(b, sums[1], TC * 4);                                                             \
-            for (int r = 0; r < nr_; r++)                                                               \
-                for (int j = 0; j < 2 * TC && c0 + j < q->n_out; j++)                                   \
-                    o_[(size_t)r * q->n_out + j] = sums[j / TC][r][j % TC];                             \
+            TILE_STORE(a, buf[0], 2 * TC * 4);                                                          \
+            TILE_STORE(b, buf[0] + TC, 2 * TC * 4);                                                     \
+            matmul_store_rows(o_, q->n_out, q->out16 ? q->out16 + (size_t)r0_ * q->n_out + c0 : NULL, q->n_out, \
+                              buf[0], 2 * TC, nr_, nc_, q->act);                                      \
         }                                                                                               \
-        int nc_ = q->n_out - c0 < 2 * TC ? q->n_out - c0 : 2 * TC;                                     \
-        if (q->act) matmul_activate(o_, q->n_out, nr_, nc_, q->act);                                   \
-        if (q->out16) matmul_round_bf16_rows(q->out16 + (size_t)r0_ * q->n_out + c0, q->n_out, o_, q->n_out, nr_, nc_); \
     } while (0)
 
 /* One item: column tile pairs p0 .. p1 - 1 against row tiles t0 .. t1 - 1. */
@@ -235,7 +235,7 @@ static void product_item(void *ctx, int item, int thread) {
     int t0 = item / q->col_groups * q->tiles_per_item, t1 = t0 + q->tiles_per_item < row_tiles ? t0 + q->tiles_per_item : row_tiles;
     size_t plane = (size_t)row_tiles * TR * q->ld;
     long lda = (long)q->ld * 2;
-    float init[2][TR][TC], sums[2][TR][TC];
+    float init[2][TR][TC], buf[TR][2 * TC] __attribute__((aligned(64)));
     tiles_configure(q->tile_rows, q->n_pieces == 1 ? 2 : 4);
     for (int p = p0; p < p1; p++) {
         const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE, *wl = wp + (size_t)blocks * 2 * TILE;   /* Wh, Wl */

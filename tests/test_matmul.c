@@ -247,6 +247,44 @@ static void test_round_bf16(void **state) {
         if (got[i] != float_to_bf16(x[i])) fail_msg("value %d (%a): 0x%04x, float_to_bf16 0x%04x", i, x[i], got[i], float_to_bf16(x[i]));
 }
 
+/* matmul_store_rows (the tiles' epilogue): each value through the activation into out, and
+ * float_to_bf16 of that into out16, whichever instructions it takes; relu sends NaN and -0 to
+ * +0; rows at their strides, nothing written past n. */
+static void test_store_rows(void **state) {
+    (void)state;
+    enum { ROWS = 3, N = 45, LD = 48 };   /* a whole 32 and a tail of 13 */
+    float src[ROWS * LD], keep[ROWS * LD], out[ROWS * LD];
+    uint16_t out16[ROWS * LD];
+    unsigned seed = 11;
+    for (int i = 0; i < ROWS * LD; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        keep[i] = ((int)(seed >> 8) % 2001 - 1000) / 37.0f;
+    }
+    keep[3] = -0.0f, keep[40] = NAN, keep[LD + 5] = NAN, keep[LD + 33] = -0.0f, keep[2 * LD + 7] = INFINITY;
+    for (int act = MATMUL_NONE; act <= MATMUL_GELU; act++)
+        for (int rounded = 0; rounded <= 1; rounded++) {
+            memcpy(src, keep, sizeof src);
+            for (int i = 0; i < ROWS * LD; i++) out[i] = 12345.0f, out16[i] = 0xabcd;
+            matmul_store_rows(out, LD, rounded ? out16 : NULL, LD, src, LD, ROWS, N, act);
+            for (int r = 0; r < ROWS; r++)
+                for (int j = 0; j < LD; j++) {
+                    int i = r * LD + j;
+                    if (j >= N) {
+                        assert_true(out[i] == 12345.0f);
+                        assert_int_equal(out16[i], 0xabcd);
+                        continue;
+                    }
+                    float want = keep[i];
+                    if (act == MATMUL_RELU) want = keep[i] > 0 ? keep[i] : 0;
+                    if (act == MATMUL_GELU) want = 0.5f * keep[i] * (1.0f + erff(keep[i] * 0.70710678118654752f));
+                    uint32_t a, b;
+                    memcpy(&a, &out[i], 4), memcpy(&b, &want, 4);
+                    if (a != b && !(isnan(out[i]) && isnan(want))) fail_msg("act %d, row %d, column %d: %a, want %a", act, r, j, out[i], want);
+                    assert_int_equal(out16[i], rounded ? float_to_bf16(want) : 0xabcd);
+                }
+        }
+}
+
 /* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
  * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
  * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
@@ -314,6 +352,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_bf16),
         cmocka_unit_test(test_rounded),
+        cmocka_unit_test(test_store_rows),
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_rows_independent),
         cmocka_unit_test(test_pack_layout),
