@@ -235,21 +235,24 @@ static void product_item(void *ctx, int item, int thread) {
     int t0 = item / q->col_groups * q->tiles_per_item, t1 = t0 + q->tiles_per_item < row_tiles ? t0 + q->tiles_per_item : row_tiles;
     size_t plane = (size_t)row_tiles * TR * q->ld;
     long lda = (long)q->ld * 2;
-    float init[2][TR][TC], buf[TR][2 * TC] __attribute__((aligned(64)));
+    float edge[2 * TC], buf[TR][2 * TC] __attribute__((aligned(64)));
     tiles_configure(q->tile_rows, q->n_pieces == 1 ? 2 : 4);
     for (int p = p0; p < p1; p++) {
         const uint16_t *wp = q->w + (size_t)p * blocks * 4 * TILE, *wl = wp + (size_t)blocks * 2 * TILE;   /* Wh, Wl */
-        for (int t = 0; t < 2; t++)   /* the sums start at the bias, as matmul.c's */
-            for (int r = 0; r < q->tile_rows; r++)
-                for (int j = 0, o = (2 * p + t) * TC; j < TC; j++, o++) init[t][r][j] = q->b && o < q->n_out ? q->b[o] : 0;
         int c0 = 2 * p * TC;
+        /* the sums start at the bias, as matmul.c's: its 32 values (zero past n_out) loaded into
+         * every row of a sum tile at once, by a tile load whose rows are 0 bytes apart */
+        const float *init = edge;
+        if (q->b && c0 + 2 * TC <= q->n_out) init = q->b + c0;
+        else
+            for (int j = 0; j < 2 * TC; j++) edge[j] = q->b && c0 + j < q->n_out ? q->b[c0 + j] : 0;
         if (q->n_pieces == 1) {   /* bfloat16: two row tiles at a time against Wh */
             for (int rt = t0; rt < t1; rt += 2) {
                 const uint16_t *a = q->in + (size_t)rt * TR * q->ld;
                 int two = rt + 1 < t1;
-                TILE_LOAD(0, init[0], TC * 4);
-                TILE_LOAD(1, init[1], TC * 4);
-                if (two) { TILE_LOAD(4, init[0], TC * 4); TILE_LOAD(5, init[1], TC * 4); }
+                TILE_LOAD(0, init, 0);
+                TILE_LOAD(1, init + TC, 0);
+                if (two) { TILE_LOAD(4, init, 0); TILE_LOAD(5, init + TC, 0); }
                 for (int k = 0; k < blocks; k++) {
                     const uint16_t *wk = wp + (size_t)k * 2 * TILE, *ak = a + k * KB;
                     TILE_LOAD(2, wk, 64);
@@ -268,8 +271,8 @@ static void product_item(void *ctx, int item, int thread) {
         }
         for (int rt = t0; rt < t1; rt++) {
             const uint16_t *a = q->in + (size_t)rt * TR * q->ld;
-            TILE_LOAD(0, init[0], TC * 4);
-            TILE_LOAD(1, init[1], TC * 4);
+            TILE_LOAD(0, init, 0);
+            TILE_LOAD(1, init + TC, 0);
             for (int k = 0; k < blocks; k++) {
                 const uint16_t *wk = wp + (size_t)k * 2 * TILE, *lk = wl + (size_t)k * 2 * TILE, *ak = a + k * KB;
                 TILE_LOAD(2, wk, 64);              /* Wh, first column tile */
