@@ -13,7 +13,7 @@ export PYTHON=${PYTHON:-python3} CORES=${CORES:-0-15} BENCH_OUT="$OUT/bench" BEN
 {
   echo "== $(date -u), $(nproc) cores usable, CORES=$CORES"
   $LINGEN --help > /dev/null && echo "lingen runs: $LINGEN"
-  timeout 320 bash scripts/bench.sh
+  timeout 540 bash scripts/bench.sh
   echo "bench.sh exit code $?"
 } > "$OUT/bench.txt" 2>&1
 cat "$OUT/bench.txt"
