@@ -150,6 +150,7 @@ static int list_weights(Model *m, Want *w) {
  * them: floats' worth of the arena it takes. */
 static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
 #define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
+#define HUGE_PAGE ((size_t)2 << 20)   /* bytes: the arena starts on a 2 MB page where it fills one */
 /* A float16 weight may be held up to three times, one after the other, each on a cache line:
  * packed for matmul.c's kernel (the parallel form's products, exact in float32); where the
  * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
@@ -244,10 +245,12 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
         off = w[i].at + held_floats(&w[i]);
     }
     void *arena = NULL;
-    if (!rc && posix_memalign(&arena, ALIGN * sizeof(float), off * sizeof(float)))
+    size_t start = off * sizeof(float) >= HUGE_PAGE ? HUGE_PAGE : ALIGN * sizeof(float);   /* on a 2 MB page */
+    if (!rc && posix_memalign(&arena, start, off * sizeof(float)))
         rc = err_set(e, "%s: cannot allocate %.1f MB for the weights", path, off * 4 / 1e6);
     m->arena = arena;
     m->arena_floats = rc ? 0 : off;
+    if (!rc) advise_huge_pages(m->arena, off * sizeof(float));
     if (!rc) memset(m->arena, 0, off * sizeof(float));   /* the gaps between tensors */
     for (int i = 0; i < n && !rc; i++) rc = widen(&w[i], m->arena + w[i].at, path, e);
     m->n_params = rc ? 0 : n_params;

@@ -20,6 +20,10 @@ void *try_calloc(size_t n, size_t size, const char *what, Err *e);
  * would at malloc's 16 bytes past one. Freed with free_lines. */
 void *try_calloc_lines(size_t n, size_t size, const char *what, Err *e);
 void free_lines(void *p);
+/* Ask for 2 MB pages (transparent huge pages, where the kernel has them) over the whole 2 MB
+ * ranges of [p, p + bytes), before they are first touched: a sampling step streams tens of MB
+ * (the weights, the RNN state), and with 4 KB pages that is a TLB miss every 4 KB. */
+void advise_huge_pages(void *p, size_t bytes);
 
 /* Open a regular file for reading: a descriptor, or -1 and a message naming the file ("is a
  * directory", "not a regular file": a device or FIFO would never end or never start). */

@@ -210,6 +210,16 @@ static void test_runstate_lines(void **st) {
         free_lines(p);
     }
     free_lines(NULL);
+    /* a block of several 2 MB pages (advised as huge pages): zeroed and all of it ours */
+    size_t big = ((size_t)5 << 20) + 12345;
+    unsigned char *p = try_calloc_lines(big, 1, "test", &e);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    for (size_t i = 0; i < big; i += 4093) assert_int_equal(p[i], 0);
+    assert_int_equal(p[big - 1], 0);
+    memset(p, 0xcd, big);
+    free_lines(p);
+    advise_huge_pages(NULL, 0);   /* no whole 2 MB page in the range: nothing asked */
     assert_null(try_calloc_lines((size_t)-1 / 2, 4, "huge", &e));
     assert_non_null(strstr(e.msg, "huge"));
     Config c = {.attention = ATTN_LINEAR, .n_layers = 2, .n_heads = 3, .d_head = 32, .d_ff = 96, .n_mix = 10,
