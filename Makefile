@@ -44,7 +44,7 @@ LIBOBJ    += $(BUILD)/backend_cuda.o
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
-.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench ship fixtures clean mutate install uninstall FORCE
+.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan bench bench-products ship fixtures clean mutate install uninstall FORCE
 all: lingen
 
 # ./lingen is the last build's, CPU or CUDA=1, with MPI=1 or not: a marker of its kind makes a
@@ -68,6 +68,10 @@ $(BUILD)/backend_cuda.o: src/cuda/backend_cuda.cu src/cuda/lingen_cuda.h $(wildc
 
 # The GPU tests and benchmark (plain C, no cmocka: they also run from a packed folder).
 $(BUILD)/test_cuda $(BUILD)/bench_cuda: $(BUILD)/%: tests/cuda/%.c $(LIBOBJ) | $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
+
+# A sampling step's products alone, timed (make bench-products; plain C, packed for other machines).
+$(BUILD)/bench_products: tests/bench_products.c $(LIBOBJ) | $(BUILD)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
 
 $(BUILD)/test_%: tests/test_%.c tests/testutil.h $(LIBOBJ) | $(BUILD)
@@ -162,11 +166,15 @@ mutate:
 bench: $(if $(LINGEN),,lingen)
 	PYTHON=$(PYTHON) bash scripts/bench.sh
 
+# Each of a step's products timed alone, at 64 rows (ROWS=, THREADS=, MODEL= to change).
+bench-products: $(BUILD)/bench_products
+	./$(BUILD)/bench_products $(or $(MODEL),models/mnist.bin) $(or $(ROWS),64) $(or $(THREADS),0)
+
 # A binary for other x86-64 machines with AVX-512 (x86-64-v4: Xeons since Skylake-SP, AMD Zen 4),
 # built into build-ship/lingen; scripts/dev/pack_remote.sh packs it with its shared libraries.
 SHIP_ARCH ?= x86-64-v4
 ship:
-	$(MAKE) BUILD=build-ship OPT="-O3 -march=$(SHIP_ARCH) -mtune=sapphirerapids -fno-trapping-math" build-ship/lingen
+	$(MAKE) BUILD=build-ship OPT="-O3 -march=$(SHIP_ARCH) -mtune=sapphirerapids -fno-trapping-math" build-ship/lingen build-ship/bench_products
 
 # The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:

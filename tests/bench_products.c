@@ -1,0 +1,97 @@
+/* A sampling step's products alone, timed: where a kernel loses time, without the attention,
+ * the residuals or the draws around it (make bench-products; scripts/dev/pack_remote.sh packs
+ * it for another machine).
+ *
+ *     bench_products [MODEL [ROWS [THREADS [REPS]]]]   (models/mnist.bin, 64, every core, 20)
+ *
+ * For each layer the step's four products (qkv, out, ff1 with the activation and its outputs
+ * rounded, ff2) on inputs already rounded to bfloat16, as transformer.c calls them: first over
+ * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
+ * (its weights stay in the caches), then each product by itself. A product runs wherever the
+ * model's weights send it (AMX tiles, AVX512-BF16, float32). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "matmul.h"
+#include "model.h"
+#include "threads.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+typedef struct { const char *name; Packed W; const float *b; int n_in, n_out, act; } Product;
+
+static void layer_products(const Model *m, int l, Product p[4]) {
+    const LayerWeights *w = &m->layers[l];
+    int d = m->cfg.d, ff = m->cfg.d_ff, act = m->cfg.gelu ? MATMUL_GELU : MATMUL_RELU;
+    p[0] = (Product){"qkv", w->qkv_w, w->qkv_b, d, 3 * d, MATMUL_NONE};
+    p[1] = (Product){"out", w->out_w, w->out_b, d, d, MATMUL_NONE};
+    p[2] = (Product){"ff1", w->ff1_w, w->ff1_b, d, ff, act};
+    p[3] = (Product){"ff2", w->ff2_w, w->ff2_b, ff, d, MATMUL_NONE};
+}
+
+static float *x, *out;
+static uint16_t *x16, *out16;
+
+static void run(const Product *p, int rows) {   /* ff1's outputs rounded for ff2, as in a step */
+    matmul_rounded(out, x, p->W, p->b, rows, p->n_in, p->n_out, p->act, (Rounded){x16, p->act ? out16 : NULL});
+}
+
+int main(int argc, char **argv) {
+    const char *path = argc > 1 ? argv[1] : "models/mnist.bin";
+    int rows = argc > 2 ? atoi(argv[2]) : 64, threads = argc > 3 ? atoi(argv[3]) : 0, reps = argc > 4 ? atoi(argv[4]) : 20;
+    if (argc > 5 || rows < 1 || rows > 4096 || threads < 0 || reps < 1) {
+        fprintf(stderr, "usage: bench_products [MODEL [ROWS 1-4096 [THREADS [REPS]]]]\n");
+        return 2;
+    }
+    Model m;
+    Err e;
+    if (model_load(&m, path, &e)) { fprintf(stderr, "bench_products: %s\n", e.msg); return 1; }
+    const Config *c = &m.cfg;
+    if (c->n_layers < 1) { fprintf(stderr, "bench_products: %s has no layers\n", path); return 1; }
+    threads_set(threads);
+    size_t wide = (size_t)MATMUL_ROUNDED_ROWS(rows) * (c->d_ff > 3 * c->d ? c->d_ff : 3 * c->d);
+    x = calloc(wide, sizeof *x), out = calloc(wide, sizeof *out);
+    x16 = calloc(wide, sizeof *x16), out16 = calloc(wide, sizeof *out16);
+    if (!x || !out || !x16 || !out16) { fprintf(stderr, "bench_products: out of memory\n"); return 1; }
+    for (size_t i = 0; i < wide; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    matmul_round_bf16(x16, x, (int)((size_t)rows * (c->d_ff > c->d ? c->d_ff : c->d)));
+    double flops_layer = 2.0 * rows * (4.0 * c->d * c->d + 2.0 * c->d * c->d_ff);
+    Packed w = m.layers[0].qkv_w;
+    printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(),
+           w.amx && w.bf16 ? "bfloat16 on AMX tiles" : w.bf16 ? "AVX512-BF16" : matmul_kernel_name());
+    for (int hot = 0; hot <= 1; hot++) {
+        double t = 0;
+        for (int pass = 0; pass < 2; pass++) {   /* the first warms up */
+            double t0 = now();
+            for (int r = 0; r < reps; r++)
+                for (int l = 0; l < c->n_layers; l++) {
+                    Product p[4];
+                    layer_products(&m, hot ? 0 : l, p);
+                    for (int k = 0; k < 4; k++) run(&p[k], rows);
+                }
+            t = now() - t0;
+        }
+        printf("%-28s %9.1f us a step, %6.0f GFLOP/s\n", hot ? "layer 0 again and again:" : "every layer in turn:",
+               1e6 * t / reps, flops_layer * c->n_layers * reps / t / 1e9);
+    }
+    Product p[4];
+    layer_products(&m, 0, p);
+    for (int k = 0; k < 4; k++) {
+        int n = reps * c->n_layers;
+        for (int r = 0; r < 5; r++) run(&p[k], rows);
+        double t0 = now();
+        for (int r = 0; r < n; r++) run(&p[k], rows);
+        double t = now() - t0;
+        printf("  %s %dx%dx%d: %8.2f us, %6.0f GFLOP/s\n", p[k].name, rows, p[k].n_in, p[k].n_out, 1e6 * t / n,
+               2.0 * rows * p[k].n_in * p[k].n_out * n / t / 1e9);
+    }
+    free(x), free(out), free(x16), free(out16);
+    model_free(&m);
+    return 0;
+}
