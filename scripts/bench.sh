@@ -105,7 +105,12 @@ echo "== 4. lingen against PyTorch's step form, same weights, 2 cores"
 # Two alternating rounds at each batch, their images/s added: lingen, then PyTorch's products in
 # float32 and in bfloat16 (as lingen's steps where the processor has AVX512-BF16); the faster of
 # the two is the round's peer
-for B in 64 1; do
+batches="64 1"
+if ! "$PY" -c 'import torch' 2> /dev/null; then
+  say "vs PyTorch: skipped, $PY cannot import torch (PYTHON= names one that can)"
+  batches=
+fi
+for B in $batches; do
   lgs=() tps=()
   for r in 1 2; do
     if [ "$B" = 64 ]; then
