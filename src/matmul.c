@@ -361,12 +361,12 @@ static void product_item(void *ctx, int item, int thread) {
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->ldx, Wp, q->n_in, q->b + c0, rows, ncols,
               next, relu, round_in_tiles ? q->out16 + (size_t)r0 * q->n_out + c0 : NULL);
     }
-    int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
-    if (q->act && (grouped || !relu))
-        matmul_activate(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, rows, c1 - p0 * NR, q->act);
-    if (q->out16 && (grouped || !round_in_tiles))   /* while the outputs are still in the cache */
-        matmul_round_bf16_rows(q->out16 + (size_t)r0 * q->n_out + p0 * NR, q->n_out, q->out + (size_t)r0 * q->n_out + p0 * NR,
-                               q->n_out, rows, c1 - p0 * NR);
+    if (grouped ? q->act || q->out16 : q->act == MATMUL_GELU) {   /* one pass, while the outputs are in the cache */
+        size_t at = (size_t)r0 * q->n_out + p0 * NR;
+        int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
+        matmul_store_rows(q->out + at, q->n_out, q->out16 ? q->out16 + at : NULL, q->n_out, q->out + at, q->n_out, rows,
+                          c1 - p0 * NR, q->act);
+    }
 }
 
 void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ldx, int rows, int n) {

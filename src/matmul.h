@@ -71,9 +71,10 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
                     Rounded r);
 /* act on rows x ncols outputs, rows ldo apart. */
 void matmul_activate(float *o, int ldo, int rows, int ncols, int act);
-/* rows x n outputs from src (a block in the cache, rows lds floats apart) into out (ldo apart),
- * act applied, and rounded to bfloat16 into out16 (ldd apart) unless it is NULL: one pass
- * (matmul_amx.c's products end with it). src is overwritten where act is gelu. */
+/* rows x n outputs from src (a block in the cache, rows lds floats apart) into out (ldo apart;
+ * out = src: in place), act applied, and rounded to bfloat16 into out16 (ldd apart) unless it is
+ * NULL: one pass (the products end with it where their kernel did not). src is overwritten where
+ * act is gelu. */
 void matmul_store_rows(float *out, size_t ldo, uint16_t *out16, size_t ldd, float *src, size_t lds, int rows, int n,
                        int act);
 #endif
