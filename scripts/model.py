@@ -204,9 +204,9 @@ class Model(nn.Module):
     """The network of a Config. The options change how it trains, not its weights or its file:
     dropout (residual branches and feed-forward), attn_dropout (softmax attention's weights),
     and the linear attention's chunk length and mixed precision (causal_linear_attention's
-    chunk, mixed). New weights: init "normal" draws
-    the Linear weights from N(0, 0.02) with zero biases; "pytorch" keeps nn.Linear's own,
-    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both, as the paper's code does. Embeddings: N(0, 1)."""
+    chunk, mixed). New weights: init "normal" draws the Linear weights from N(0, 0.02) with
+    zero biases; "pytorch" keeps nn.Linear's own, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both,
+    as the paper's code does. Embeddings: N(0, 1)."""
 
     def __init__(self, cfg, dropout=0.0, chunk=64, mixed_attention=False, init="normal", attn_dropout=0.0):
         super().__init__()

@@ -12,17 +12,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "matmul.h"
 #include "model.h"
 #include "threads.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+#include "util.h"
 
 typedef struct { const char *name; Packed W; const float *b; int n_in, n_out, act; } Product;
 
@@ -68,14 +62,14 @@ int main(int argc, char **argv) {
     for (int hot = 0; hot <= 1; hot++) {
         double t = 0;
         for (int pass = 0; pass < 2; pass++) {   /* the first warms up */
-            double t0 = now();
+            double t0 = now_seconds();
             for (int r = 0; r < reps; r++)
                 for (int l = 0; l < c->n_layers; l++) {
                     Product p[4];
                     layer_products(&m, hot ? 0 : l, p);
                     for (int k = 0; k < 4; k++) run(&p[k], rows);
                 }
-            t = now() - t0;
+            t = now_seconds() - t0;
         }
         printf("%-28s %9.1f us a step, %6.0f GFLOP/s\n", hot ? "layer 0 again and again:" : "every layer in turn:",
                1e6 * t / reps, flops_layer * c->n_layers * reps / t / 1e9);
@@ -85,9 +79,9 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++) {
         int n = reps * c->n_layers;
         for (int r = 0; r < 5; r++) run(&p[k], rows);
-        double t0 = now();
+        double t0 = now_seconds();
         for (int r = 0; r < n; r++) run(&p[k], rows);
-        double t = now() - t0;
+        double t = now_seconds() - t0;
         printf("  %s %dx%dx%d: %8.2f us, %6.0f GFLOP/s\n", p[k].name, rows, p[k].n_in, p[k].n_out, 1e6 * t / n,
                2.0 * rows * p[k].n_in * p[k].n_out * n / t / 1e9);
     }
