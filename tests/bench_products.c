@@ -7,8 +7,9 @@
  * For each layer the step's four products (qkv, out, ff1 with the activation and its outputs
  * rounded, ff2) on inputs already rounded to bfloat16, as transformer.c calls them: first over
  * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
- * (its weights stay in the caches), then each product by itself. A product runs wherever the
- * model's weights send it (AMX tiles, AVX512-BF16, float32). */
+ * (its weights stay in the caches), then each product by itself, and last a parallel loop of
+ * empty items (what a loop's start and end cost). A product runs wherever the model's weights
+ * send it (AMX tiles, AVX512-BF16, float32). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,8 @@ static uint16_t *x16, *out16;
 static void run(const Product *p, int rows) {   /* ff1's outputs rounded for ff2, as in a step */
     matmul_rounded(out, x, p->W, p->b, rows, p->n_in, p->n_out, p->act, (Rounded){x16, p->act ? out16 : NULL});
 }
+
+static void nothing(void *ctx, int item, int thread) { (void)ctx, (void)item, (void)thread; }
 
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "models/mnist.bin";
@@ -84,6 +87,14 @@ int main(int argc, char **argv) {
         double t = now_seconds() - t0;
         printf("  %s %dx%dx%d: %8.2f us, %6.0f GFLOP/s\n", p[k].name, rows, p[k].n_in, p[k].n_out, 1e6 * t / n,
                2.0 * rows * p[k].n_in * p[k].n_out * n / t / 1e9);
+    }
+    /* what a parallel loop costs in itself: items that do nothing, every thread taking part */
+    threads_adapt(0);
+    int items = 2 * threads_count(), n = 20000;
+    for (int pass = 0; pass < 2; pass++) {
+        double t0 = now_seconds();
+        for (int r = 0; r < n; r++) parallel_for(items, nothing, NULL, 1.0);
+        if (pass) printf("  an empty loop of %d items: %.2f us\n", items, 1e6 * (now_seconds() - t0) / n);
     }
     free(x), free(out), free(x16), free(out16);
     model_free(&m);
