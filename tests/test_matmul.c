@@ -124,7 +124,7 @@ static void test_against_reference(void **state) {
     const int rows[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16, 17, 28, 29, 64, 65, 200};   /* tiles of 6 or 14 rows */
     const int n_in[] = {1, 3, 16, 33, 256};
     const int n_out[] = {1, 9, 16, 17, 30, 32, 33, 48, 70, 256};   /* panels of 16 or 32 columns */
-    for (int t = 1; t <= 2; t++) {   /* one and two threads share the work differently */
+    for (int t = 1; t <= 4; t *= 2) {   /* one, two and more threads share the work differently */
         threads_set(t);
         for (size_t a = 0; a < sizeof rows / sizeof *rows; a++)
             for (size_t c = 0; c < sizeof n_in / sizeof *n_in; c++)
