@@ -134,7 +134,7 @@ test-c: $(TESTS) $(MATMUL_TESTS)
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), the AVX2 one where the build picked AVX-512, and AMX's tiles as C
 # (matmul_amx.c, LINGEN_AMX_EMULATE) where the processor has none.
-MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/threads.c src/util.c
+MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/matmul_q8.c src/threads.c src/util.c
 MATMUL_LINK = $(CC) $(CFLAGS) -Itests -o $@ $(MATMUL_SRC) -lcmocka -lm -lpthread -fopenmp
 $(BUILD)/test_matmul_portable: $(MATMUL_SRC) src/matmul.h src/matmul_amx.h | $(BUILD)
 	$(MATMUL_LINK) -U__AVX2__ -U__AVX512F__

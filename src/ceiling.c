@@ -68,18 +68,18 @@ Ceiling ceiling_measure(int parallel_form) {
     for (size_t i = 0; i < n; i++) bias[i] = 0;
     Ceiling r = {.threads = threads_count(), .kernel = matmul_kernel_name()};
     r.openblas = best_gflops(0, a, b, (Packed){0}, NULL, c);
-    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
+    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
     if (parallel_form && matmul_amx_ready()) {   /* the parallel form's products ran on AMX tiles */
         uint16_t *h = some_values(matmul_amx_values(n, n), 0x2c00, 0x100);
-        faster(&r, best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL}, bias, c), "AMX");
+        faster(&r, best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL, NULL}, bias, c), "AMX");
         free(h);
     }
     if (!parallel_form && matmul_bf16_ready()) {   /* the steps' products ran in bfloat16 (matmul.h) */
         uint16_t *h = some_values(matmul_bf16_values(n, n), 0x3d00, 0x10);
-        faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, NULL, h}, bias, c), "AVX512-BF16");
+        faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, NULL, h, NULL}, bias, c), "AVX512-BF16");
         if (matmul_amx_ready()) {   /* and on AMX tiles, where the processor has them */
             uint16_t *t = some_values(matmul_amx_values(n, n), 0x3d00, 0x10);
-            faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, t, h}, bias, c), "AMX-BF16");
+            faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, t, h, NULL}, bias, c), "AMX-BF16");
             free(t);
         }
         free(h);

@@ -55,7 +55,8 @@ static long default_batch(const Config *c) {
 /* The arithmetic of the layers' products: bfloat16 where the CPU run's model holds its weights so
  * (model.h); float32 otherwise (the GPU's products keep float32's accuracy too). */
 static const char *products(const Model *m) {
-    return device_current() != DEVICE_CUDA && m->layers[0].qkv_w.bf16 ? "bfloat16" : "float32";
+    if (device_current() == DEVICE_CUDA) return "float32";
+    return m->layers[0].qkv_w.q8 ? "int8" : m->layers[0].qkv_w.bf16 ? "bfloat16" : "float32";
 }
 
 /* --json: what the closing line (and --ceiling's) prints. */
@@ -180,7 +181,10 @@ int cmd_sample(int argc, char **argv) {
         fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s\n",
                 total, total == 1 ? "" : "s", c->height, c->width, c->channels,
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch,
-                strcmp(arith, "bfloat16") ? "" : m.layers[0].qkv_w.amx ? ", bfloat16 products on AMX tiles" : ", bfloat16 products",
+                !strcmp(arith, "int8")       ? ", 8-bit weights"
+                : strcmp(arith, "bfloat16") ? ""
+                : m.layers[0].qkv_w.amx     ? ", bfloat16 products on AMX tiles"
+                                            : ", bfloat16 products",
                 temp, ranks, secs, total / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */

@@ -15,6 +15,7 @@
 #include "half.h"
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_q8.h"
 #include "threads.h"
 #include "util.h"
 
@@ -350,14 +351,14 @@ static void product_item(void *ctx, int item, int thread) {
 #if SIMD
     if (q->G > 1 && p1 - p0 == q->G && (p1 < q->np || q->n_out % NR == 0)) {   /* a whole group of whole panels */
         panels_group(q->out + (size_t)r0 * q->n_out + p0 * NR, q->n_out, x, q->ldx,
-                     (Packed){panels + p0 * stride, q->W.half, NULL, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
+                     (Packed){panels + p0 * stride, q->W.half, NULL, NULL, NULL}, stride, q->n_in, q->b + p0 * NR, rows, q->G);
         p = p1, grouped = 1;
     }
 #endif
     for (; p < p1; p++) {   /* panel by panel */
         int c0 = p * NR, ncols = q->n_out - c0 < NR ? q->n_out - c0 : NR;
         const char *next = p + 1 < q->np ? panels + (p + 1) * stride : NULL;
-        Packed Wp = {panels + p * stride, q->W.half, NULL, NULL};
+        Packed Wp = {panels + p * stride, q->W.half, NULL, NULL, NULL};
         panel(q->out + (size_t)r0 * q->n_out + c0, q->n_out, x, q->ldx, Wp, q->n_in, q->b + c0, rows, ncols,
               next, relu, round_in_tiles ? q->out16 + (size_t)r0 * q->n_out + c0 : NULL);
     }
@@ -451,6 +452,10 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
 
 void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
                     Rounded r) {
+    if (W.q8) {
+        matmul_q8(out, x, W.q8, b, rows, n_in, n_out, act);
+        return;
+    }
     if (!W.bf16 || n_in % MATMUL_ROUNDED_ALIGN) r.x16 = NULL;
     if (!W.bf16 || n_out % MATMUL_ROUNDED_ALIGN) r.out16 = NULL;
     if (W.amx) {
@@ -461,7 +466,7 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
 #if BF16
     if (W.bf16) {
         xs = r.x16 ? r.x16 : bf16_rows(x, rows, n_in);
-        W = (Packed){W.bf16, PAIRS, NULL, NULL};
+        W = (Packed){W.bf16, PAIRS, NULL, NULL, NULL};
     }
 #endif
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();

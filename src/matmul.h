@@ -26,6 +26,8 @@ typedef struct {
                             * the product runs there (with bf16 also given: the bfloat16 products) */
     const uint16_t *bf16;  /* or NULL: the same weights rounded to bfloat16, packed in pairs of
                             * inputs (matmul_bf16_pack); given, the product runs on them */
+    const void *q8;        /* or NULL: the same as 8-bit integers (matmul_q8.h); given, the product
+                            * runs on them, before all the others */
 } Packed;
 
 /* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */

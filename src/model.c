@@ -10,6 +10,7 @@
 
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_q8.h"
 #include "safetensors.h"
 
 /* A metadata value for an error message: at most 40 characters, control characters hidden. */
@@ -156,16 +157,17 @@ static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
  * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
  * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
  * where it has AMX, packed for the tiles (the parallel form's products, and the steps' in
- * bfloat16 where both are held: transformer.c). */
+ * bfloat16 where both are held: transformer.c). With LINGEN_INT8=1 the steps take 8-bit weights
+ * (matmul_q8.h) in place of the bfloat16 ones. */
 static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
     return held_half(w) ? (n + 1) / 2 : n;
 }
 /* not the head: its means must land inside a bin (2/255 wide), and it is a hundredth of the work */
-static int held_bf16(const Want *w) {
-    return held_half(w) && matmul_bf16_ready() && strcmp(w->name, "head.weight") != 0;
-}
+static int not_head(const Want *w) { return strcmp(w->name, "head.weight") != 0; }
+static int held_q8(const Want *w) { return matmul_q8_wanted() && not_head(w); }
+static int held_bf16(const Want *w) { return held_half(w) && matmul_bf16_ready() && not_head(w) && !held_q8(w); }
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
 static size_t bf16_floats(const Want *w) { return (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t amx_floats(const Want *w) { return (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
@@ -173,10 +175,15 @@ static size_t bf16_offset(const Want *w) { return align(panels_floats(w)); }
 static size_t amx_offset(const Want *w) {
     return held_bf16(w) ? align(bf16_offset(w) + bf16_floats(w)) : bf16_offset(w);
 }
-static size_t held_floats(const Want *w) {
-    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+static size_t amx_end(const Want *w) {
     if (held_amx(w)) return amx_offset(w) + amx_floats(w);
     return held_bf16(w) ? bf16_offset(w) + bf16_floats(w) : panels_floats(w);
+}
+static size_t q8_offset(const Want *w) { return align(amx_end(w)); }
+static size_t held_floats(const Want *w) {
+    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+    size_t q8 = (matmul_q8_bytes((int)w->shape[1], (int)w->shape[0]) + 3) / 4;
+    return held_q8(w) ? q8_offset(w) + q8 : amx_end(w);
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
@@ -204,11 +211,13 @@ static int widen(const Want *w, float *dst, const char *path, Err *e) {
     int n_in = (int)w->t->shape[1], n_out = (int)w->t->shape[0];
     uint16_t *bf16 = held_bf16(w) ? (uint16_t *)(dst + bf16_offset(w)) : NULL;
     if (!rc && bf16) matmul_bf16_pack(bf16, tmp, n_in, n_out);
+    void *q8 = held_q8(w) ? dst + q8_offset(w) : NULL;
+    if (!rc && q8) matmul_q8_pack(q8, tmp, n_in, n_out);
     if (half) st_to_f16(w->t, (uint16_t *)tmp);   /* the floats are checked: the halves now, in their place */
     uint16_t *amx = held_amx(w) ? (uint16_t *)(dst + amx_offset(w)) : NULL;
     if (!rc) matmul_pack(dst, tmp, half, n_in, n_out);
     if (!rc && amx) matmul_amx_pack(amx, (const uint16_t *)tmp, n_in, n_out);
-    *w->lin = (Packed){dst, half, amx, bf16};
+    *w->lin = (Packed){dst, half, amx, bf16, q8};
     free(tmp);
     return rc;
 }

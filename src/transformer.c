@@ -148,7 +148,7 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
  * vdpbf16ps's (which adds each pair's odd product, then its even one): on a Xeon they differed
  * in 2,280 of 4,096 sums of 256 products, whichever order each pair was given in. */
 static Packed form(Packed w, const RunState *s, int T) {
-    if (T != 1 || s->exact) w.bf16 = NULL;
+    if (T != 1 || s->exact) w.bf16 = NULL, w.q8 = NULL;
     if (T == 1 && !w.bf16) w.amx = NULL;
     return w;
 }

@@ -111,9 +111,10 @@ expect 0 "sample --json - " $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json -
 $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json - 2> "$T/err" > "$T/stdout"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["images"] == 1' "$T/stdout" && ok "--json -: stdout is the JSON alone" || bad "--json -: stdout is not JSON"
 grep -q "sampled 1 image" "$T/err" && ok "--json -: the text went to stderr" || bad "--json -: no text on stderr"
-# the shipped model's products: bfloat16 where the processor has AVX512-BF16, float32 with LINGEN_BF16=0
+# the shipped model's products: bfloat16 where the processor has AVX512-BF16, float32 with
+# LINGEN_BF16=0, 8-bit weights with LINGEN_INT8=1
 cpu=float32; grep -qw avx512_bf16 /proc/cpuinfo && cpu=bfloat16
-for run in "default $cpu" "LINGEN_BF16=0 float32"; do
+for run in "default $cpu" "LINGEN_BF16=0 float32" "LINGEN_INT8=1 int8"; do
   set -- $run
   expect 0 "sample models/mnist.bin, $1" env ${1#default} $L sample -n 1 -t 1 -o "$T/p.png" --json "$T/p.json"
   python3 - "$T/p.json" "$T/out" "$2" <<'PY' && ok "sample, $1: $2 products, in the JSON and the text" || bad "sample, $1: not $2 products"
@@ -121,8 +122,14 @@ import json, sys
 j, text, want = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), sys.argv[3]
 assert j["products"] == want, j["products"]
 assert ("bfloat16 products" in text) == (want == "bfloat16"), text
+assert ("8-bit weights" in text) == (want == "int8"), text
 PY
 done
+# 8-bit weights: image k still does not depend on the batch it was drawn in
+LINGEN_INT8=1 $L sample -n 3 --batch 1 --seed 9 -t 1 -o "$T/q1.png" --outdir "$T/q1" > /dev/null
+LINGEN_INT8=1 $L sample -n 3 --batch 3 --seed 9 -t 2 -o "$T/q3.png" --outdir "$T/q3" > /dev/null
+same=0; for f in "$T"/q1/*.png; do cmp -s "$f" "$T/q3/$(basename "$f")" && same=$((same + 1)); done
+[ $same -eq 3 ] && ok "LINGEN_INT8=1: image k independent of the batch and threads" || bad "LINGEN_INT8=1: $((3 - same))/3 images changed with the batch" 
 expect 1 "sample --json to an unwritable path" $L sample -m $LM -n 1 -o "$T/u.png" --json /nonexistent-dir/s.json
 contains "unwritable --json: names it" "/nonexistent-dir/s.json"
 [ -e "$T/u.png" ] && bad "unwritable --json: sampled anyway" || ok "unwritable --json: checked before sampling"

@@ -15,6 +15,7 @@
 #include "half.h"
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_q8.h"
 #include "threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
@@ -53,14 +54,14 @@ static void check(int rows, int n_in, int n_out) {
     for (int i = 0; i < n_out; i++) b[i] = uniform(&seed);
     matmul_pack(Wf, W, 0, n_in, n_out);
     matmul_pack(Wh, H, 1, n_in, n_out);
-    Packed Wp = {Wf, 0, NULL, NULL};
+    Packed Wp = {Wf, 0, NULL, NULL, NULL};
     for (int i = 0; i < rows * n_out; i++) out[i] = NAN;   /* every element must be written */
     matmul(out, x, Wp, b, rows, n_in, n_out);
     expect_near("floats", out, x, W, b, rows, n_in, n_out, 1e-6);
     /* the same values held as halves: the same products, bit for bit */
     float *again = malloc(sizeof(float) * rows * n_out);
     for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-    matmul(again, x, (Packed){Wh, 1, NULL, NULL}, b, rows, n_in, n_out);
+    matmul(again, x, (Packed){Wh, 1, NULL, NULL, NULL}, b, rows, n_in, n_out);
     assert_memory_equal(again, out, sizeof(float) * rows * n_out);
     /* activations (relu in the tiles' registers, or after a group of panels; gelu after): the
      * plain products through the activation, bit for bit, for floats and halves */
@@ -72,7 +73,7 @@ static void check(int rows, int n_in, int n_out) {
             assert_true(want[i] == (out[i] > 0 ? out[i] : 0));
         for (int half = 0; half <= 1; half++) {
             for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL, NULL} : Wp, b, rows, n_in, n_out, act);
+            matmul_ex(again, x, half ? (Packed){Wh, 1, NULL, NULL, NULL} : Wp, b, rows, n_in, n_out, act);
             assert_memory_equal(again, want, sizeof(float) * rows * n_out);
         }
     }
@@ -81,7 +82,7 @@ static void check(int rows, int n_in, int n_out) {
         uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
         matmul_amx_pack(A, H, n_in, n_out);
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-        matmul(again, x, (Packed){Wh, 1, A, NULL}, b, rows, n_in, n_out);
+        matmul(again, x, (Packed){Wh, 1, A, NULL, NULL}, b, rows, n_in, n_out);
         /* the sum is rounded after each of 5 partial products: about twice float32's error */
         expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
         free(A);
@@ -93,7 +94,7 @@ static void check(int rows, int n_in, int n_out) {
         matmul_bf16_pack(B, W, n_in, n_out);
         for (int i = 0; i < n_in * n_out; i++) Wr[i] = bf16_to_float(float_to_bf16(W[i]));
         for (int i = 0; i < rows * n_in; i++) xr[i] = bf16_to_float(float_to_bf16(x[i]));
-        Packed P = {Wh, 1, NULL, B};
+        Packed P = {Wh, 1, NULL, B, NULL};
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
         matmul(again, x, P, b, rows, n_in, n_out);
         expect_near("bfloat16", again, xr, Wr, b, rows, n_in, n_out, 1e-6);
@@ -104,7 +105,7 @@ static void check(int rows, int n_in, int n_out) {
                                      * the same rounded operands, summed in float32 */
             uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
             matmul_amx_pack(A, H, n_in, n_out);
-            Packed T = {Wh, 1, A, B};
+            Packed T = {Wh, 1, A, B, NULL};
             for (int i = 0; i < rows * n_out; i++) more[i] = NAN;
             matmul(more, x, T, b, rows, n_in, n_out);
             expect_near("AMX bfloat16", more, xr, Wr, b, rows, n_in, n_out, 1e-6);
@@ -114,6 +115,26 @@ static void check(int rows, int n_in, int n_out) {
             free(relu); free(A);
         }
         free(more); free(B); free(Wr); free(xr);
+    }
+    {   /* 8-bit weights: each within half a step (its block's largest / 127 / 2) of W, and the
+         * product that of the weights as held, to float32's rounding; relu the same bits through */
+        void *Q = malloc(matmul_q8_bytes(n_in, n_out));
+        float *Wq = malloc(sizeof(float) * n_in * n_out), *relu = malloc(sizeof(float) * rows * n_out);
+        matmul_q8_pack(Q, W, n_in, n_out);
+        for (int o = 0; o < n_out; o++)
+            for (int i = 0; i < n_in; i++) {
+                float m = 0;
+                for (int j = i / 32 * 32; j < n_in && j < i / 32 * 32 + 32; j++) m = fmaxf(m, fabsf(W[o * n_in + j]));
+                Wq[o * n_in + i] = matmul_q8_get(Q, n_in, o, i);
+                assert_true(fabsf(Wq[o * n_in + i] - W[o * n_in + i]) <= m / 127 * 0.5001f);
+            }
+        Packed P = {Wh, 1, NULL, NULL, Q};
+        for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+        matmul(again, x, P, b, rows, n_in, n_out);
+        expect_near("int8", again, x, Wq, b, rows, n_in, n_out, 1e-6);
+        matmul_ex(relu, x, P, b, rows, n_in, n_out, MATMUL_RELU);
+        for (int i = 0; i < rows * n_out; i++) assert_true(relu[i] == (again[i] > 0 ? again[i] : 0));
+        free(Q); free(Wq); free(relu);
     }
     free(again);
     free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
@@ -149,8 +170,8 @@ static void test_pack_layout(void **state) {
         for (int i = 0; i < n_in; i++) {
             assert_true(Wp[matmul_packed_index(n_in, o, i)] == W[o * n_in + i]);
             assert_true(Hp[matmul_packed_index(n_in, o, i)] == H[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Wp, 0, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
-            assert_true(matmul_packed_get((Packed){Hp, 1, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Wp, 0, NULL, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
+            assert_true(matmul_packed_get((Packed){Hp, 1, NULL, NULL, NULL}, n_in, o, i) == W[o * n_in + i]);
         }
     assert_int_equal(matmul_packed_index(n_in, NR + 1, 2), (1 * 5 + 2) * NR + 1);
     /* AMX's: W[o][i] split in two bfloat16, Wh + Wl, exactly; column pair o / 32 holds, for each
@@ -210,7 +231,7 @@ static void test_rows_independent(void **state) {
                 if (A) matmul_amx_pack(A, H, n, n_out);
                 uint16_t *B = kind == 2 ? malloc(sizeof(uint16_t) * matmul_bf16_values(n, n_out)) : NULL;
                 if (B) matmul_bf16_pack(B, W, n, n_out);
-                Packed P = {Wp, half, A, B};
+                Packed P = {Wp, half, A, B, NULL};
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
                     matmul(all, x, P, b, rows[a], n, n_out);
                     for (int r = 0; r < rows[a]; r++) {
@@ -312,7 +333,7 @@ static void test_rounded(void **state) {
                 matmul_pack(Wh, H, 1, n_in, n_out);
                 matmul_bf16_pack(B, W, n_in, n_out);
                 if (A) matmul_amx_pack(A, H, n_in, n_out);
-                Packed P = {Wh, 1, A, B};
+                Packed P = {Wh, 1, A, B, NULL};
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
                     int n = rows[a], aligned_in = n_in % MATMUL_ROUNDED_ALIGN == 0, aligned_out = n_out % MATMUL_ROUNDED_ALIGN == 0;
                     matmul_round_bf16(x16, x, n * n_in);
@@ -330,7 +351,7 @@ static void test_rounded(void **state) {
                     }
                     for (int i = n * n_out; i < R * n_out; i++) assert_int_equal(out16[i], 0xabcd);
                     /* float32 products: nothing rounded, nothing read rounded */
-                    Packed F = {Wh, 1, NULL, NULL};
+                    Packed F = {Wh, 1, NULL, NULL, NULL};
                     x16[0] ^= 0x1234;
                     matmul_ex(want, x, F, b, n, n_in, n_out, MATMUL_NONE);
                     matmul_rounded(got, x, F, b, n, n_in, n_out, MATMUL_NONE, (Rounded){x16, out16});

@@ -1,0 +1,152 @@
+/* Products with 8-bit weights (matmul_q8.h): a panel of 32 outputs against up to Q8_MR rows at a
+ * time, block by block; with AVX-512 the block's integers widen to floats 16 at a time as they
+ * are read, elsewhere the same sums in the same order in C. */
+#include "matmul_q8.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "threads.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define Q8_AVX512 1
+#endif
+
+#define Q8_MR 4    /* rows at a time: 4 x 2 sums and 4 x 2 block sums in registers */
+#define Q8_ROWS 16 /* rows an item takes, Q8_MR at a time, against one panel */
+
+int matmul_q8_wanted(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *env = getenv("LINGEN_INT8");
+        wanted = env && !strcmp(env, "1");
+    }
+    return wanted;
+}
+
+static int blocks(int n_in) { return (n_in + Q8_KB - 1) / Q8_KB; }
+static int panels(int n_out) { return (n_out + Q8_NR - 1) / Q8_NR; }
+
+size_t matmul_q8_bytes(int n_in, int n_out) { return (size_t)panels(n_out) * blocks(n_in) * Q8_BLOCK; }
+
+static unsigned char *block_at(const void *W, int n_in, int p, int k) {
+    return (unsigned char *)W + ((size_t)p * blocks(n_in) + k) * Q8_BLOCK;
+}
+
+void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out) {
+    memset(dst, 0, matmul_q8_bytes(n_in, n_out));
+    for (int o = 0; o < n_out; o++)
+        for (int k = 0; k < blocks(n_in); k++) {
+            int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
+            const float *w = W + (size_t)o * n_in + i0;
+            float m = 0;
+            for (int i = 0; i < n; i++) m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
+            float s = m / 127;
+            unsigned char *blk = block_at(dst, n_in, o / Q8_NR, k);
+            int8_t *q = (int8_t *)blk;
+            memcpy(blk + Q8_KB * Q8_NR + (o % Q8_NR) * 4, &s, 4);
+            if (s > 0)
+                for (int i = 0; i < n; i++) q[i * Q8_NR + o % Q8_NR] = (int8_t)nearbyintf(w[i] / s);   /* |.| <= 127 */
+        }
+}
+
+float matmul_q8_get(const void *W, int n_in, int o, int i) {
+    const unsigned char *blk = block_at(W, n_in, o / Q8_NR, i / Q8_KB);
+    float s;
+    memcpy(&s, blk + Q8_KB * Q8_NR + (o % Q8_NR) * 4, 4);
+    return s * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
+}
+
+/* R rows (a constant where it is inlined) of x against panel p: sums into out, ncols of its 32
+ * columns, starting from the bias. */
+static inline __attribute__((always_inline)) void panel_rows(int R, float *out, int ldo, const float *x, int ldx,
+                                                             const void *W, int n_in, int p, const float *b,
+                                                             int ncols) {
+#if Q8_AVX512
+    __mmask16 m0 = ncols >= 16 ? 0xffff : (__mmask16)((1u << ncols) - 1);
+    __mmask16 m1 = ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (__mmask16)((1u << (ncols - 16)) - 1);
+    __m512 b0 = b ? _mm512_maskz_loadu_ps(m0, b) : _mm512_setzero_ps();
+    __m512 b1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
+    __m512 sum[Q8_MR][2];
+    for (int r = 0; r < R; r++) sum[r][0] = b0, sum[r][1] = b1;
+    for (int k = 0; k < blocks(n_in); k++) {
+        const unsigned char *blk = block_at(W, n_in, p, k);
+        int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
+        __m512 acc[Q8_MR][2];
+        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        for (int i = 0; i < n; i++) {
+            const unsigned char *q = blk + i * Q8_NR;
+            __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
+            __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
+            for (int r = 0; r < R; r++) {
+                __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + i0 + i]);
+                acc[r][0] = _mm512_fmadd_ps(xb, w0, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(xb, w1, acc[r][1]);
+            }
+        }
+        const float *s = (const float *)(blk + Q8_KB * Q8_NR);
+        __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
+        for (int r = 0; r < R; r++) {
+            sum[r][0] = _mm512_fmadd_ps(acc[r][0], s0, sum[r][0]);
+            sum[r][1] = _mm512_fmadd_ps(acc[r][1], s1, sum[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(out + (size_t)r * ldo, m0, sum[r][0]);
+        _mm512_mask_storeu_ps(out + (size_t)r * ldo + 16, m1, sum[r][1]);
+    }
+#else
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < ncols; j++) {
+            float sum = b ? b[j] : 0;
+            for (int k = 0; k < blocks(n_in); k++) {
+                const unsigned char *blk = block_at(W, n_in, p, k);
+                int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
+                float acc = 0, s;
+                for (int i = 0; i < n; i++)
+                    acc = fmaf(x[(size_t)r * ldx + i0 + i], ((const int8_t *)blk)[i * Q8_NR + j], acc);
+                memcpy(&s, blk + Q8_KB * Q8_NR + j * 4, 4);
+                sum = fmaf(acc, s, sum);
+            }
+            out[(size_t)r * ldo + j] = sum;
+        }
+#endif
+}
+
+typedef struct {
+    float *out;
+    const float *x, *b;
+    const void *W;
+    int rows, n_in, n_out, act, row_blocks;
+} Product;
+
+/* One item: Q8_ROWS rows against one panel; a thread's range runs down a panel, whose weights
+ * then come from its cache after the first rows. */
+static void product_item(void *ctx, int item, int thread) {
+    (void)thread;
+    const Product *q = ctx;
+    int p = item / q->row_blocks, r0 = item % q->row_blocks * Q8_ROWS, r1 = r0 + Q8_ROWS < q->rows ? r0 + Q8_ROWS : q->rows;
+    int c0 = p * Q8_NR, ncols = q->n_out - c0 < Q8_NR ? q->n_out - c0 : Q8_NR;
+    const float *b = q->b ? q->b + c0 : NULL;
+    for (int r = r0; r < r1; r += Q8_MR) {
+        float *o = q->out + (size_t)r * q->n_out + c0;
+        const float *x = q->x + (size_t)r * q->n_in;
+        switch (r1 - r < Q8_MR ? r1 - r : Q8_MR) {   /* the row count a constant in each instance */
+        case 1: panel_rows(1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
+        case 2: panel_rows(2, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
+        case 3: panel_rows(3, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
+        default: panel_rows(4, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
+        }
+    }
+    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, ncols, q->act);
+}
+
+void matmul_q8(float *out, const float *x, const void *W, const float *b, int rows, int n_in, int n_out, int act) {
+    int row_blocks = (rows + Q8_ROWS - 1) / Q8_ROWS;
+    Product q = {out, x, b, W, rows, n_in, n_out, act, row_blocks};
+    parallel_for(panels(n_out) * row_blocks, product_item, &q, (double)rows * n_in * n_out);
+}

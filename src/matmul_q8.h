@@ -1,0 +1,33 @@
+/* y = x W^T + b with W held as 8-bit integers: a sampling step at batch 1 streams every weight
+ * from memory and does almost no arithmetic on it, so half the bytes of bfloat16 is up to twice
+ * the speed where memory is the limit (LINGEN_INT8=1; a run's choice, taken at every batch).
+ *
+ * W is cut into blocks of 32 inputs of one output, each held as 32 integers q in -127..127 and a
+ * float32 scale s = max |w| / 127 of the block, w ~ s q (the idea of llama.cpp's Q8_0): a weight
+ * off by at most s / 2, a 254th of its block's largest. Per output the sum runs block by block,
+ *     y = b + sum over blocks of s * (sum over the block's inputs of x q),
+ * in float32, one multiply-add (one rounding) per term. On MNIST's model (1,000 test images)
+ * and CIFAR-10's (100) bits/dim move by less than 1e-3 against float32 (models/README.md).
+ *
+ * Packed layout: output columns in panels of 32, inputs in blocks of 32 (zero past the last);
+ * panel p holds its blocks in turn, each 32 inputs x 32 outputs of int8 (an input's 32 outputs
+ * side by side) and then the 32 outputs' scales: 1,152 bytes, read front to back. */
+#ifndef LINGEN_MATMUL_Q8_H
+#define LINGEN_MATMUL_Q8_H
+#include <stddef.h>
+
+#define Q8_NR 32   /* outputs in a panel */
+#define Q8_KB 32   /* inputs in a block */
+#define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 4)   /* bytes */
+
+/* Whether a run takes its steps' products in 8-bit weights: LINGEN_INT8=1 (asked once). */
+int matmul_q8_wanted(void);
+/* Bytes a packed [n_out, n_in] weight takes. */
+size_t matmul_q8_bytes(int n_in, int n_out);
+/* Quantize and pack W, row-major [n_out, n_in] floats, into dst. */
+void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out);
+/* W[o][i] as held: s q. */
+float matmul_q8_get(const void *W, int n_in, int o, int i);
+/* out[rows, n_out] = x[rows, n_in] W^T + b (b may be NULL), then act (matmul.h's MATMUL_*). */
+void matmul_q8(float *out, const float *x, const void *W, const float *b, int rows, int n_in, int n_out, int act);
+#endif
