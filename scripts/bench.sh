@@ -6,7 +6,8 @@
 #   2. scaling: batch 256 on 2 cores against all of CORES (when CORES has 16 or more);
 #   3. RNN sampling at batch 64 on 2 threads against the sgemm ceiling (src/ceiling.h);
 #   4. lingen against PyTorch's step form (scripts/bench_torch.py; the faster of its float32 and
-#      bfloat16 products) at batch 64 and 1, 2 cores, two alternating rounds;
+#      bfloat16 products) at batch 64 and 1, 2 cores, two alternating rounds; at batch 1 also
+#      lingen on 8-bit weights (LINGEN_INT8=1) in the same rounds;
 #   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
 #      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
 # Environment (nothing is built here):
@@ -111,12 +112,13 @@ if ! "$PY" -c 'import torch' 2> /dev/null; then
   batches=
 fi
 for B in $batches; do
-  lgs=() tps=()
+  lgs=() tps=() l8s=()
   for r in 1 2; do
     if [ "$B" = 64 ]; then
       steps=50; if [ "$r" = 1 ]; then lg=$ips64; else lg=$(ips "$TWO" -n 64 --batch 64 --threads 2); fi
     else
       steps=200; lg=$(ips "$TWO" -n 4 --batch 1 --threads 2)
+      l8s+=("$(LINGEN_INT8=1 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, on 8-bit weights
     fi
     tj=$(cd scripts && for dt in "" --bf16; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
     echo "$tj" >> "$OUT/runs.txt"
@@ -125,6 +127,8 @@ for B in $batches; do
   done
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tps[@]%% *}")")x (${lgs[*]} vs ${tps[0]}, ${tps[1]} images/s, two rounds; goal >= $goal)"
+  [ ${#l8s[@]} -gt 0 ] &&
+    say "vs $tname, batch $B, LINGEN_INT8=1: lingen at $(ratio "$(sum "${l8s[@]}")" "$(sum "${tps[@]%% *}")")x (${l8s[*]} images/s, in the same rounds)"
 done
 
 data=${LINGEN_DATA:-data}

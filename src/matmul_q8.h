@@ -20,7 +20,7 @@
 #define Q8_KB 32   /* inputs in a block */
 #define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 4)   /* bytes */
 
-/* Whether a run takes its steps' products in 8-bit weights: LINGEN_INT8=1 (asked once). */
+/* Whether a model loaded now holds 8-bit weights for its steps' products: LINGEN_INT8=1. */
 int matmul_q8_wanted(void);
 /* Bytes a packed [n_out, n_in] weight takes. */
 size_t matmul_q8_bytes(int n_in, int n_out);

@@ -153,31 +153,49 @@ static void step_bits(const Model *m, RunState *s, const unsigned char *x, int n
  * model's weights are float16 (matmul.h, model.c): on the shipped MNIST model and 16 MNIST test
  * images (2 under the sanitizers), the bits/dim those steps give stay within 1e-3 of the float32 steps' (and of the
  * parallel form's, 1e-4 from them); without the instructions the two runs are the same bits. */
-static void test_bf16_steps(void **st) {
-    (void)st;
+static double steps_moved(int int8, double *moved) {
     Model m;
     Dataset ds;
     Err e;
     enum { n = N_IMAGES };
-    if (model_load(&m, "models/mnist.bin", &e)) fail_msg("%s", e.msg);
+    if (int8) setenv("LINGEN_INT8", "1", 1);   /* read as the model loads */
+    int rc = model_load(&m, "models/mnist.bin", &e);
+    unsetenv("LINGEN_INT8");
+    if (rc) fail_msg("%s", e.msg);
     if (dataset_load(&ds, test_data_dir(), "mnist", "test", n, &e)) fail_msg("%s", e.msg);
     RunState s;
     if (runstate_init(&s, &m.cfg, n, 1, &e)) fail_msg("%s", e.msg);
-    double exact[n], fast[n], mean = 0, moved = 0;
+    double exact[n], fast[n], mean = 0;
     s.exact = 1;
     step_bits(&m, &s, ds.images, n, exact);
     s.exact = 0;
     step_bits(&m, &s, ds.images, n, fast);
-    for (int b = 0; b < n; b++) mean += (fast[b] - exact[b]) / n, moved += fabs(fast[b] - exact[b]);
-    printf("bits/dim of %d images, float32 steps %.5f, bfloat16 steps %+.5f (bfloat16 %s)\n", n, exact[0], mean,
-           matmul_bf16_ready() ? "ready" : "not ready");
+    *moved = 0;
+    for (int b = 0; b < n; b++) mean += (fast[b] - exact[b]) / n, *moved += fabs(fast[b] - exact[b]);
+    printf("bits/dim of %d images, float32 steps %.5f, %s steps %+.5f\n", n, exact[0],
+           int8 ? "8-bit weights'" : matmul_bf16_ready() ? "bfloat16" : "bfloat16 (not ready: float32)", mean);
     for (int b = 0; b < n; b++) assert_true(exact[b] > 0.01 && exact[b] < 8);   /* real bits/dim, not zeros */
-    assert_true(fabs(mean) <= 1e-3);
-    if (matmul_bf16_ready()) assert_true(moved > 0);   /* the bfloat16 products ran */
-    else assert_true(moved == 0);
     runstate_free(&s);
     dataset_free(&ds);
     model_free(&m);
+    return mean;
+}
+
+static void test_bf16_steps(void **st) {
+    (void)st;
+    double moved, mean = steps_moved(0, &moved);
+    assert_true(fabs(mean) <= 1e-3);
+    if (matmul_bf16_ready()) assert_true(moved > 0);   /* the bfloat16 products ran */
+    else assert_true(moved == 0);
+}
+
+/* With LINGEN_INT8=1 the steps take 8-bit weights (matmul_q8.h) on any processor: the bits/dim
+ * stay within 1e-3 of the float32 steps' as well. */
+static void test_int8_steps(void **st) {
+    (void)st;
+    double moved, mean = steps_moved(1, &moved);
+    assert_true(fabs(mean) <= 1e-3);
+    assert_true(moved > 0);   /* the 8-bit weights were used */
 }
 
 /* The RNN's memory does not grow: the state is the same size after N positions as after 1. */
@@ -276,6 +294,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_runstate_lines),
         cmocka_unit_test(test_bf16_steps),
+        cmocka_unit_test(test_int8_steps),
     };
     if (argc > 1) {   /* test_transformer DIR/NAME: check NAME.bin against NAME.golden only */
         extra_fixture = argv[1];
