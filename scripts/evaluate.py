@@ -1,8 +1,11 @@
 """PyTorch evaluation of a lingen model file: test bits/dim over all N dims, in float32 (or 64).
 
-    python3 scripts/evaluate.py models/mnist.bin [--limit 1000] [--data DIR] [--double]
+    python3 scripts/evaluate.py models/mnist.bin [--limit 1000] [--data DIR] [--double] [--int8]
 
 The reference that the C engine's `lingen eval bits-per-dim` and the model card are checked against.
+--int8 first rounds the layers' Linear weights as lingen's LINGEN_INT8=1 holds them
+(src/matmul_q8.h): in blocks of 32 inputs of one output, integers in -127..127 times the block's
+largest / 127.
 """
 import argparse
 import math
@@ -16,6 +19,20 @@ import modelfile
 from model import bits_per_dim
 
 
+def round_int8(model, block=32):
+    """Every Linear weight but the head's as lingen's 8-bit weights hold it (src/matmul_q8.c)."""
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear) and name != "head":
+                w = mod.weight
+                n_out, n_in = w.shape
+                pad = (-n_in) % block
+                wb = torch.nn.functional.pad(w, (0, pad)).reshape(n_out, -1, block)
+                s = wb.abs().amax(-1, keepdim=True) / 127
+                q = torch.where(s > 0, wb / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(wb)).round()
+                w.copy_((q * s).reshape(n_out, -1)[:, :n_in])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
@@ -25,11 +42,14 @@ def main():
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--double", action="store_true", help="evaluate in float64")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--int8", action="store_true", help="the layers' weights as LINGEN_INT8=1 holds them")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dt = torch.float64 if a.double else torch.float32
     m, meta = modelfile.load(a.model, dt)
+    if a.int8:
+        round_int8(m)
     m = m.to(a.device)
     imgs = data.load(m.cfg.dataset, a.data, a.split)
     if a.limit:
@@ -38,7 +58,7 @@ def main():
     bpd, per = bits_per_dim(m, imgs.to(a.device), a.batch)
     se = per.std().item() / math.sqrt(len(per))
     print(f"bits/dim {bpd:.5f} +- {se:.5f} over {len(per)} {a.split} images ({a.model}, PyTorch {torch.__version__}, "
-          f"{'float64' if a.double else 'float32'}, {time.time() - t0:.1f} s)")
+          f"{'float64' if a.double else 'float32'}{', 8-bit weights' if a.int8 else ''}, {time.time() - t0:.1f} s)")
     card = meta.get("test_bits_per_dim")
     if card:
         print(f"model card: {card}", file=sys.stderr)

@@ -210,5 +210,30 @@ class TrainSmoke(unittest.TestCase):
         return recs, meta
 
 
+class Int8(unittest.TestCase):
+    def test_round_int8_as_lingen_holds_them(self):
+        """evaluate.py --int8: every Linear weight but the head's a multiple of its block's scale
+        (the block's largest / 127, blocks of 32 inputs of one output), within half a scale."""
+        from evaluate import round_int8
+        torch.manual_seed(0)
+        m = Model(Config(**dict(TINY, d_ff=40)))   # 40 inputs: a block of 32 and one of 8
+        before = {n: p.detach().clone() for n, p in m.named_parameters()}
+        round_int8(m)
+        for name, mod in m.named_modules():
+            if not isinstance(mod, torch.nn.Linear):
+                continue
+            w, w0 = mod.weight.detach(), before[name + ".weight"]
+            if name == "head":
+                self.assertTrue(torch.equal(w, w0))
+                continue
+            self.assertFalse(torch.equal(w, w0), name)
+            for k in range(0, w.shape[1], 32):
+                s = w0[:, k:k + 32].abs().amax(1, keepdim=True) / 127
+                q = w[:, k:k + 32] / s
+                self.assertLess((q - q.round()).abs().max().item(), 1e-3, name)
+                self.assertLessEqual(q.abs().max().item(), 127 + 1e-3, name)
+                self.assertTrue(((w[:, k:k + 32] - w0[:, k:k + 32]).abs() <= s / 2 * 1.0001).all(), name)
+
+
 if __name__ == "__main__":
     unittest.main()
