@@ -57,55 +57,69 @@ float matmul_q8_get(const void *W, int n_in, int o, int i) {
     return s * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
 }
 
-/* R rows (a constant where it is inlined) of x against panel p: sums into out, ncols of its 32
- * columns, starting from the bias. */
-static inline __attribute__((always_inline)) void panel_rows(int R, float *out, int ldo, const float *x, int ldx,
-                                                             const void *W, int n_in, int p, const float *b,
+/* R rows of x against P panels from p on (R and P constants where it is inlined): sums into
+ * out, ncols of the last panel's 32 columns, starting from the bias. Each output's sum runs in
+ * one order whatever R and P (so image k does not depend on the batch); at a row or two, P
+ * panels side by side give the multiply-adds P chains to run in, where one panel is a chain of
+ * dependent ones. */
+static inline __attribute__((always_inline)) void panel_rows(int R, int P, float *out, int ldo, const float *x,
+                                                             int ldx, const void *W, int n_in, int p, const float *b,
                                                              int ncols) {
 #if Q8_AVX512
     __mmask16 m0 = ncols >= 16 ? 0xffff : (__mmask16)((1u << ncols) - 1);
     __mmask16 m1 = ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (__mmask16)((1u << (ncols - 16)) - 1);
-    __m512 b0 = b ? _mm512_maskz_loadu_ps(m0, b) : _mm512_setzero_ps();
-    __m512 b1 = b ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
-    __m512 sum[Q8_MR][2];
-    for (int r = 0; r < R; r++) sum[r][0] = b0, sum[r][1] = b1;
+    __m512 sum[Q8_MR][Q8_MR][2];   /* [row][panel][half] */
+    for (int j = 0; j < P; j++) {
+        __mmask16 k0 = j == P - 1 ? m0 : 0xffff, k1 = j == P - 1 ? m1 : 0xffff;
+        const float *bj = b ? b + j * Q8_NR : NULL;
+        __m512 b0 = bj ? _mm512_maskz_loadu_ps(k0, bj) : _mm512_setzero_ps();
+        __m512 b1 = bj ? _mm512_maskz_loadu_ps(k1, bj + 16) : _mm512_setzero_ps();
+        for (int r = 0; r < R; r++) sum[r][j][0] = b0, sum[r][j][1] = b1;
+    }
     for (int k = 0; k < blocks(n_in); k++) {
-        const unsigned char *blk = block_at(W, n_in, p, k);
         int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
-        __m512 acc[Q8_MR][2];
-        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        for (int i = 0; i < n; i++) {
-            const unsigned char *q = blk + i * Q8_NR;
-            __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
-            __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
+        __m512 acc[Q8_MR][Q8_MR][2];
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < P; j++) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < P; j++) {
+                const unsigned char *q = block_at(W, n_in, p + j, k) + i * Q8_NR;
+                __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
+                __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
+                for (int r = 0; r < R; r++) {
+                    __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + i0 + i]);
+                    acc[r][j][0] = _mm512_fmadd_ps(xb, w0, acc[r][j][0]);
+                    acc[r][j][1] = _mm512_fmadd_ps(xb, w1, acc[r][j][1]);
+                }
+            }
+        for (int j = 0; j < P; j++) {
+            const float *s = (const float *)(block_at(W, n_in, p + j, k) + Q8_KB * Q8_NR);
+            __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
             for (int r = 0; r < R; r++) {
-                __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + i0 + i]);
-                acc[r][0] = _mm512_fmadd_ps(xb, w0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(xb, w1, acc[r][1]);
+                sum[r][j][0] = _mm512_fmadd_ps(acc[r][j][0], s0, sum[r][j][0]);
+                sum[r][j][1] = _mm512_fmadd_ps(acc[r][j][1], s1, sum[r][j][1]);
             }
         }
-        const float *s = (const float *)(blk + Q8_KB * Q8_NR);
-        __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
-        for (int r = 0; r < R; r++) {
-            sum[r][0] = _mm512_fmadd_ps(acc[r][0], s0, sum[r][0]);
-            sum[r][1] = _mm512_fmadd_ps(acc[r][1], s1, sum[r][1]);
-        }
     }
-    for (int r = 0; r < R; r++) {
-        _mm512_mask_storeu_ps(out + (size_t)r * ldo, m0, sum[r][0]);
-        _mm512_mask_storeu_ps(out + (size_t)r * ldo + 16, m1, sum[r][1]);
+    for (int j = 0; j < P; j++) {
+        __mmask16 k0 = j == P - 1 ? m0 : 0xffff, k1 = j == P - 1 ? m1 : 0xffff;
+        for (int r = 0; r < R; r++) {
+            _mm512_mask_storeu_ps(out + (size_t)r * ldo + j * Q8_NR, k0, sum[r][j][0]);
+            _mm512_mask_storeu_ps(out + (size_t)r * ldo + j * Q8_NR + 16, k1, sum[r][j][1]);
+        }
     }
 #else
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < ncols; j++) {
+        for (int j = 0; j < (P - 1) * Q8_NR + ncols; j++) {
+            int pj = p + j / Q8_NR, c = j % Q8_NR;
             float sum = b ? b[j] : 0;
             for (int k = 0; k < blocks(n_in); k++) {
-                const unsigned char *blk = block_at(W, n_in, p, k);
+                const unsigned char *blk = block_at(W, n_in, pj, k);
                 int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
                 float acc = 0, s;
                 for (int i = 0; i < n; i++)
-                    acc = fmaf(x[(size_t)r * ldx + i0 + i], ((const int8_t *)blk)[i * Q8_NR + j], acc);
-                memcpy(&s, blk + Q8_KB * Q8_NR + j * 4, 4);
+                    acc = fmaf(x[(size_t)r * ldx + i0 + i], ((const int8_t *)blk)[i * Q8_NR + c], acc);
+                memcpy(&s, blk + Q8_KB * Q8_NR + c * 4, 4);
                 sum = fmaf(acc, s, sum);
             }
             out[(size_t)r * ldo + j] = sum;
@@ -117,32 +131,40 @@ typedef struct {
     float *out;
     const float *x, *b;
     const void *W;
-    int rows, n_in, n_out, act, row_blocks;
+    int rows, n_in, n_out, act, row_blocks, group;   /* group: panels an item takes (one row) */
 } Product;
 
-/* One item: Q8_ROWS rows against one panel; a thread's range runs down a panel, whose weights
- * then come from its cache after the first rows. */
+/* One item: Q8_ROWS rows against one panel, or one row against a group of panels; a thread's
+ * range runs down a panel, whose weights then come from its cache after the first rows. */
 static void product_item(void *ctx, int item, int thread) {
     (void)thread;
     const Product *q = ctx;
-    int p = item / q->row_blocks, r0 = item % q->row_blocks * Q8_ROWS, r1 = r0 + Q8_ROWS < q->rows ? r0 + Q8_ROWS : q->rows;
-    int c0 = p * Q8_NR, ncols = q->n_out - c0 < Q8_NR ? q->n_out - c0 : Q8_NR;
+    int p = item / q->row_blocks * q->group, r0 = item % q->row_blocks * Q8_ROWS;
+    int r1 = r0 + Q8_ROWS < q->rows ? r0 + Q8_ROWS : q->rows, P = panels(q->n_out) - p < q->group ? panels(q->n_out) - p : q->group;
+    int c0 = p * Q8_NR, ncols = q->n_out - c0 - (P - 1) * Q8_NR < Q8_NR ? q->n_out - c0 - (P - 1) * Q8_NR : Q8_NR;
     const float *b = q->b ? q->b + c0 : NULL;
     for (int r = r0; r < r1; r += Q8_MR) {
         float *o = q->out + (size_t)r * q->n_out + c0;
         const float *x = q->x + (size_t)r * q->n_in;
-        switch (r1 - r < Q8_MR ? r1 - r : Q8_MR) {   /* the row count a constant in each instance */
-        case 1: panel_rows(1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
-        case 2: panel_rows(2, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
-        case 3: panel_rows(3, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
-        default: panel_rows(4, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols); break;
-        }
+        int R = r1 - r < Q8_MR ? r1 - r : Q8_MR;
+        if (R == 1 && P == 4) panel_rows(1, 4, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else if (R == 1 && P == 2) panel_rows(1, 2, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else if (P > 1)   /* a group's last panels one by one (a panel's sums are the same either way) */
+            for (int j = 0; j < P; j++)
+                panel_rows(1, 1, o + j * Q8_NR, q->n_out, x, q->n_in, q->W, q->n_in, p + j, b ? b + j * Q8_NR : NULL,
+                           j < P - 1 ? Q8_NR : ncols);
+        else if (R == 1) panel_rows(1, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else if (R == 2) panel_rows(2, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else if (R == 3) panel_rows(3, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else panel_rows(4, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
     }
-    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, ncols, q->act);
+    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, (P - 1) * Q8_NR + ncols, q->act);
 }
 
 void matmul_q8(float *out, const float *x, const void *W, const float *b, int rows, int n_in, int n_out, int act) {
-    int row_blocks = (rows + Q8_ROWS - 1) / Q8_ROWS;
-    Product q = {out, x, b, W, rows, n_in, n_out, act, row_blocks};
-    parallel_for(panels(n_out) * row_blocks, product_item, &q, (double)rows * n_in * n_out);
+    int row_blocks = (rows + Q8_ROWS - 1) / Q8_ROWS, np = panels(n_out), group = 1;
+    /* one row: panels in groups of up to 4, as large as still gives every thread two items */
+    while (rows == 1 && group < 4 && (np + 2 * group - 1) / (2 * group) >= 2 * threads_count()) group *= 2;
+    Product q = {out, x, b, W, rows, n_in, n_out, act, row_blocks, group};
+    parallel_for((np + group - 1) / group * row_blocks, product_item, &q, (double)rows * n_in * n_out);
 }
