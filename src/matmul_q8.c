@@ -110,19 +110,23 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
     }
 #else
     for (int r = 0; r < R; r++)
-        for (int j = 0; j < (P - 1) * Q8_NR + ncols; j++) {
-            int pj = p + j / Q8_NR, c = j % Q8_NR;
-            float sum = b ? b[j] : 0;
+        for (int j = 0; j < P; j++) {
+            int nc = j == P - 1 ? ncols : Q8_NR;
+            float sum[Q8_NR], acc[Q8_NR], s[Q8_NR];
+            for (int c = 0; c < nc; c++) sum[c] = b ? b[j * Q8_NR + c] : 0;
             for (int k = 0; k < blocks(n_in); k++) {
-                const unsigned char *blk = block_at(W, n_in, pj, k);
+                const unsigned char *blk = block_at(W, n_in, p + j, k);
                 int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
-                float acc = 0, s;
-                for (int i = 0; i < n; i++)
-                    acc = fmaf(x[(size_t)r * ldx + i0 + i], ((const int8_t *)blk)[i * Q8_NR + c], acc);
-                memcpy(&s, blk + Q8_KB * Q8_NR + c * 4, 4);
-                sum = fmaf(acc, s, sum);
+                for (int c = 0; c < nc; c++) acc[c] = 0;
+                for (int i = 0; i < n; i++) {
+                    float xi = x[(size_t)r * ldx + i0 + i];
+                    const int8_t *q = (const int8_t *)blk + i * Q8_NR;
+                    for (int c = 0; c < nc; c++) acc[c] = fmaf(xi, q[c], acc[c]);
+                }
+                memcpy(s, blk + Q8_KB * Q8_NR, sizeof s);
+                for (int c = 0; c < nc; c++) sum[c] = fmaf(acc[c], s[c], sum[c]);
             }
-            out[(size_t)r * ldo + j] = sum;
+            for (int c = 0; c < nc; c++) out[(size_t)r * ldo + j * Q8_NR + c] = sum[c];
         }
 #endif
 }

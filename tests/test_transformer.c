@@ -190,11 +190,13 @@ static void test_bf16_steps(void **st) {
 }
 
 /* With LINGEN_INT8=1 the steps take 8-bit weights (matmul_q8.h) on any processor: the bits/dim
- * stay within 1e-3 of the float32 steps' as well. */
+ * of 16 images stay within 1e-3 of the float32 steps' as well. One image's move by a few
+ * thousandths either way (their spread over 1,000: 0.0025, the mean's +0.00005), so the 2 images
+ * under the sanitizers are held to 5e-3. */
 static void test_int8_steps(void **st) {
     (void)st;
     double moved, mean = steps_moved(1, &moved);
-    assert_true(fabs(mean) <= 1e-3);
+    assert_true(fabs(mean) <= (N_IMAGES >= 16 ? 1e-3 : 5e-3));
     assert_true(moved > 0);   /* the 8-bit weights were used */
 }
 
