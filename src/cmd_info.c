@@ -63,11 +63,11 @@ int cmd_info(int argc, char **argv) {
     printf("layers       %d, %s-norm, %s\n", c->n_layers, c->pre_norm ? "pre" : "post", c->gelu ? "gelu" : "relu");
     printf("width        d = %d = %d heads x %d, d_ff = %d\n", c->d, c->n_heads, c->d_head, c->d_ff);
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
-    printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s)\n", m.n_params, m.n_params * 4 / 1e6,
-           m.arena_floats * sizeof(float) / 1e6,
-           !m.layers[0].qkv_w.half ? "as float32"
-           : m.layers[0].qkv_w.amx ? "Linear weights as float16, as in the file, and again split for AMX tiles"
-                                   : "Linear weights as float16, as in the file");
+    const Packed *w = &m.layers[0].qkv_w;
+    printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m.n_params, m.n_params * 4 / 1e6,
+           m.arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
+           w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "",
+           w->q8 ? ", again as 8-bit integers (LINGEN_INT8=1)" : "");
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;
