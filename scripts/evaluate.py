@@ -29,7 +29,7 @@ def round_int8(model, block=32):
                 pad = (-n_in) % block
                 wb = torch.nn.functional.pad(w, (0, pad)).reshape(n_out, -1, block)
                 s = wb.abs().amax(-1, keepdim=True) / 127
-                q = torch.where(s > 0, wb / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(wb)).round()
+                q = (wb / s.clamp_min(torch.finfo(s.dtype).tiny)).round()   # an all-zero block stays 0
                 w.copy_((q * s).reshape(n_out, -1)[:, :n_in])
 
 

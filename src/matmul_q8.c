@@ -78,12 +78,14 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
     }
     for (int k = 0; k < blocks(n_in); k++) {
         int i0 = k * Q8_KB, n = n_in - i0 < Q8_KB ? n_in - i0 : Q8_KB;
+        const unsigned char *blk[Q8_MR];
         __m512 acc[Q8_MR][Q8_MR][2];
+        for (int j = 0; j < P; j++) blk[j] = block_at(W, n_in, p + j, k);
         for (int r = 0; r < R; r++)
             for (int j = 0; j < P; j++) acc[r][j][0] = acc[r][j][1] = _mm512_setzero_ps();
         for (int i = 0; i < n; i++)
             for (int j = 0; j < P; j++) {
-                const unsigned char *q = block_at(W, n_in, p + j, k) + i * Q8_NR;
+                const unsigned char *q = blk[j] + i * Q8_NR;
                 __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
                 __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16))));
                 for (int r = 0; r < R; r++) {
@@ -93,7 +95,7 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
                 }
             }
         for (int j = 0; j < P; j++) {
-            const float *s = (const float *)(block_at(W, n_in, p + j, k) + Q8_KB * Q8_NR);
+            const float *s = (const float *)(blk[j] + Q8_KB * Q8_NR);
             __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
             for (int r = 0; r < R; r++) {
                 sum[r][j][0] = _mm512_fmadd_ps(acc[r][j][0], s0, sum[r][j][0]);
@@ -150,17 +152,21 @@ static void product_item(void *ctx, int item, int thread) {
     for (int r = r0; r < r1; r += Q8_MR) {
         float *o = q->out + (size_t)r * q->n_out + c0;
         const float *x = q->x + (size_t)r * q->n_in;
-        int R = r1 - r < Q8_MR ? r1 - r : Q8_MR;
-        if (R == 1 && P == 4) panel_rows(1, 4, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
-        else if (R == 1 && P == 2) panel_rows(1, 2, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
-        else if (P > 1)   /* a group's last panels one by one (a panel's sums are the same either way) */
+        /* R and P constants in each instance; groups come at one row only (matmul_q8) */
+#define ROWS(R, P) panel_rows(R, P, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols)
+        if (P == 4) ROWS(1, 4);
+        else if (P == 2) ROWS(1, 2);
+        else if (P > 1)   /* a last, odd group panel by panel (a panel's sums are the same either way) */
             for (int j = 0; j < P; j++)
                 panel_rows(1, 1, o + j * Q8_NR, q->n_out, x, q->n_in, q->W, q->n_in, p + j, b ? b + j * Q8_NR : NULL,
                            j < P - 1 ? Q8_NR : ncols);
-        else if (R == 1) panel_rows(1, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
-        else if (R == 2) panel_rows(2, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
-        else if (R == 3) panel_rows(3, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
-        else panel_rows(4, 1, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols);
+        else switch (r1 - r < Q8_MR ? r1 - r : Q8_MR) {
+            case 1: ROWS(1, 1); break;
+            case 2: ROWS(2, 1); break;
+            case 3: ROWS(3, 1); break;
+            default: ROWS(4, 1); break;
+            }
+#undef ROWS
     }
     if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, (P - 1) * Q8_NR + ncols, q->act);
 }

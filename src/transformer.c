@@ -144,8 +144,8 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
  * multiply-adds per instruction), on the tiles where it holds those too (one tile product per
  * value: 1.4x at batch 8, 2.1x at 64 on 2 Xeon cores, 0.8-0.95x at batch 1), else in float32
  * on matmul.c's kernel; on 8-bit weights where the model holds those (LINGEN_INT8=1, before
- * all the others: matmul_q8.h). A run takes one kernel at every batch, so that image k does not depend
- * on the batch it was drawn in: the tiles' float32 sums of the same bfloat16 products are not
+ * all the others: matmul_q8.h). A run takes one kernel at every batch, so that image k does not
+ * depend on the batch it was drawn in: the tiles' float32 sums of the same bfloat16 products are not
  * vdpbf16ps's (which adds each pair's odd product, then its even one): on a Xeon they differed
  * in 2,280 of 4,096 sums of 256 products, whichever order each pair was given in. */
 static Packed form(Packed w, const RunState *s, int T) {
