@@ -1,8 +1,9 @@
 /* parallel_for: every item runs exactly once, on a thread index in range, never two at once on
  * one index, over many short loops in a row (a thread that wakes late must not take an item
- * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items; also in a
- * fork()ed child. The adaptive choice: loops run alone when the other threads only slow them
- * down (as when another program has their cores), and with them when they help. */
+ * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items; after pauses
+ * and items long enough that waiting threads sleep; also in a fork()ed child. The adaptive
+ * choice: loops run alone when the other threads only slow them down (as when another program
+ * has their cores), and with them when they help. */
 #define _GNU_SOURCE   /* sched_setaffinity, sched_getcpu */
 #include "testutil.h"
 
@@ -159,6 +160,38 @@ static Count *two_threads_counting(int n) {
     return c;
 }
 
+/* Waiting by sleeping: loops posted after a pause longer than the workers spin (they sleep on a
+ * futex and must be woken), and items that keep the caller waiting past its own spin (it sleeps
+ * until a worker's report wakes it). Every item once, all finished when the loop returns, no
+ * hang (SIGALRM ends a test that waits for ever). */
+static void nap_item(void *ctx, int item, int thread) {
+    if (item % 3 == 0) nanosleep(&(struct timespec){0, 200000}, NULL);   /* 0.2 ms: past any spin */
+    count_item(ctx, item, thread);
+}
+
+static void test_sleep_and_wake(void **state) {
+    (void)state;
+    Count *c = calloc(1, sizeof *c);
+    threads_adapt(0);
+    threads_set(3);
+    alarm(60);
+    int by_others = 0;
+    for (int rep = 0; rep < 200; rep++) {
+        nanosleep(&(struct timespec){0, 300000}, NULL);   /* 0.3 ms: the workers go to sleep */
+        memset(c, 0, sizeof *c);
+        c->n = 7;
+        parallel_for(c->n, nap_item, c, c->n);
+        for (int i = 0; i < c->n; i++)
+            if (atomic_load(&c->runs[i]) != 1) fail_msg("loop %d: item %d ran %d times", rep, i, atomic_load(&c->runs[i]));
+        assert_int_equal(atomic_load(&c->overlap), 0);
+        by_others += atomic_load(&c->by_others);
+    }
+    alarm(0);
+    assert_true(by_others > 0);
+    threads_adapt(1);
+    free(c);
+}
+
 /* A fork()ed child (compare measures in children) has its own workers. */
 static void test_fork(void **state) {
     (void)state;
@@ -263,6 +296,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_each_item_once),
+        cmocka_unit_test(test_sleep_and_wake),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_alone_when_others_slow),
         cmocka_unit_test(test_short_job_decides_early),
