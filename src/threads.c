@@ -92,11 +92,12 @@ static int take_one(int r, int front, ParallelFn *fn, void **ctx) {
     }
 }
 
-/* Run items of whatever loop is current until none is left: this thread's range, then the
- * others', from their back; returns how many it ran. */
-static uint32_t take_items(int thread) {
+/* Run items of whatever loop is current until none is left in ranges k0 .. k1 - 1, counted from
+ * this thread's own (k = 0: from its front) on to the others' (from their back); returns how
+ * many it ran. */
+static uint32_t take_items(int thread, int k0, int k1) {
     uint32_t ran = 0;
-    for (int k = 0; k < n_threads; k++) {
+    for (int k = k0; k < k1; k++) {
         int r = (thread + k) % n_threads, item;
         ParallelFn fn;
         void *ctx;
@@ -137,6 +138,13 @@ static void wait_for_loop(int thread, uint32_t gen) {
 
 static uint32_t gen_at_start;   /* the generation when the workers were started */
 
+/* A worker has run `ran` more items: its total, then, as the caller may sleep, a wake. */
+static void report(int thread, uint64_t *total, uint32_t ran) {
+    if (!ran) return;
+    atomic_store(&slot[thread].ran, *total += ran);
+    if (atomic_load(&caller_asleep)) atomic_fetch_add(&reported, ran), futex_wake(&reported, 1);
+}
+
 static void *worker(void *arg) {
     int thread = (int)(intptr_t)arg;
     uint32_t seen = gen_at_start;   /* not the word now: a worker that first runs late must not miss a loop */
@@ -145,10 +153,9 @@ static void *worker(void *arg) {
         wait_for_loop(thread, seen);
         if (atomic_load(&stopping)) return NULL;
         seen = GEN(atomic_load(&slot[thread].w));
-        uint32_t ran = take_items(thread);
-        if (!ran) continue;
-        atomic_store(&slot[thread].ran, total += ran);   /* then, as the caller may sleep: */
-        if (atomic_load(&caller_asleep)) atomic_fetch_add(&reported, ran), futex_wake(&reported, 1);
+        /* its own range, reported before it looks at the others': the loop may be over by then */
+        report(thread, &total, take_items(thread, 0, 1));
+        report(thread, &total, take_items(thread, 1, n_threads));
     }
 }
 
@@ -383,7 +390,7 @@ static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
     }
     atomic_fetch_add(&posted, 1);
     if (atomic_load(&sleepers)) futex_wake(&posted, n_items - 1);
-    uint32_t own = take_items(0);
+    uint32_t own = take_items(0, 0, n_threads);
     double t1 = seconds();
     wait_for_items(own, (uint32_t)n_items);   /* items still running elsewhere */
     double t2 = seconds();
