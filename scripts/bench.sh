@@ -5,9 +5,10 @@
 #      --threads 1 (and the same on the quiet 2 cores);
 #   2. scaling: batch 256 on 2 cores against all of CORES (when CORES has 16 or more);
 #   3. RNN sampling at batch 64 on 2 threads against the sgemm ceiling (src/ceiling.h);
-#   4. lingen against PyTorch's step form (scripts/bench_torch.py; the faster of its float32 and
-#      bfloat16 products) at batch 64 and 1, 2 cores, two alternating rounds; at batch 1 also
-#      lingen on 8-bit weights (LINGEN_INT8=1) in the same rounds;
+#   4. lingen against PyTorch's step form (scripts/bench_torch.py; the fastest of its float32,
+#      bfloat16 and dynamically quantized 8-bit products) at batch 64 and 1, 2 cores, two
+#      alternating rounds; at batch 1 also lingen without 8-bit weights (LINGEN_INT8=0; the
+#      default takes them there where the processor has AMX) in the same rounds;
 #   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
 #      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
 # Environment (nothing is built here):
@@ -104,8 +105,8 @@ say "ceiling (batch 64, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.s \([0
 
 echo "== 4. lingen against PyTorch's step form, same weights, 2 cores"
 # Two alternating rounds at each batch, their images/s added: lingen, then PyTorch's products in
-# float32 and in bfloat16 (as lingen's steps where the processor has AVX512-BF16); the faster of
-# the two is the round's peer
+# float32, in bfloat16 (as lingen's steps where the processor has AVX512-BF16) and on 8-bit
+# weights (as lingen's at batch 1 where it has AMX); the fastest is the round's peer
 batches="64 1"
 if ! "$PY" -c 'import torch' 2> /dev/null; then
   say "vs PyTorch: skipped, $PY cannot import torch (PYTHON= names one that can)"
@@ -118,9 +119,9 @@ for B in $batches; do
       steps=50; if [ "$r" = 1 ]; then lg=$ips64; else lg=$(ips "$TWO" -n 64 --batch 64 --threads 2); fi
     else
       steps=200; lg=$(ips "$TWO" -n 4 --batch 1 --threads 2)
-      l8s+=("$(LINGEN_INT8=1 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, on 8-bit weights
+      l8s+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
     fi
-    tj=$(cd scripts && for dt in "" --bf16; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
+    tj=$(cd scripts && for dt in "" --bf16 --int8; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
     echo "$tj" >> "$OUT/runs.txt"
     read -r tips tdt tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=max((json.loads(l) for l in sys.stdin if l.startswith("{")), key=lambda r: r["images_per_s"]); print("%.4g" % j["images_per_s"], j["dtype"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
     lgs+=("$lg") tps+=("$tips $tdt")
@@ -128,7 +129,7 @@ for B in $batches; do
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tps[@]%% *}")")x (${lgs[*]} vs ${tps[0]}, ${tps[1]} images/s, two rounds; goal >= $goal)"
   [ ${#l8s[@]} -gt 0 ] &&
-    say "vs $tname, batch $B, LINGEN_INT8=1: lingen at $(ratio "$(sum "${l8s[@]}")" "$(sum "${tps[@]%% *}")")x (${l8s[*]} images/s, in the same rounds)"
+    say "vs $tname, batch $B, LINGEN_INT8=0: lingen at $(ratio "$(sum "${l8s[@]}")" "$(sum "${tps[@]%% *}")")x (${l8s[*]} images/s, in the same rounds; the default at $(ratio "$(sum "${lgs[@]}")" "$(sum "${l8s[@]}")")x this)"
 done
 
 data=${LINGEN_DATA:-data}

@@ -12,7 +12,10 @@ prints one JSON line: seconds per position, the implied images/s, and which PyTo
 BLAS, MKL, oneDNN). For a linear model every position costs the same, so a prefix extrapolates to
 the whole image. --bf16 holds the layers' weights in bfloat16 and takes their products on bfloat16
 inputs, as lingen's steps do where the processor has AVX512-BF16 (the head, the norms and the
-state stay float32); make bench times both and compares lingen with the faster.
+state stay float32). --int8 quantizes the layers' Linear modules dynamically (torch.ao.quantization:
+8-bit weights, each input row quantized to 8 bits as it comes, integer products), PyTorch's own
+answer to a step that streams its weights, as lingen's 8-bit weights at batch 1 are. make bench
+times each and compares lingen with the fastest.
 """
 import argparse
 import json
@@ -27,7 +30,10 @@ from model import EPS_LINEAR, phi
 
 
 def linear(lin, x):
-    """lin(x), its product in the weight's dtype (float32, or bfloat16 with --bf16), out in float32."""
+    """lin(x), its product in the weight's dtype (float32, or bfloat16 with --bf16), out in float32;
+    a dynamically quantized Linear (--int8) takes and gives float32 itself."""
+    if not isinstance(lin, torch.nn.Linear):
+        return lin(x)
     return F.linear(x.to(lin.weight.dtype), lin.weight, lin.bias).float()
 
 
@@ -75,6 +81,7 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action="store_true", help="the layers' products in bfloat16")
+    ap.add_argument("--int8", action="store_true", help="the layers' Linear modules quantized dynamically (qint8)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     m, _ = modelfile.load(a.model)
@@ -94,6 +101,10 @@ def main():
                 for lin in (layer.attn.qkv, layer.attn.out, layer.ff1, layer.ff2):
                     lin.to(torch.bfloat16)
             tol = 3e-2
+        if a.int8:   # 8-bit weights (a scale per output) and inputs (a scale per call): 3-9% of the
+            qc = torch.ao.quantization.per_channel_dynamic_qconfig   # outputs' norm here, so the
+            torch.ao.quantization.quantize_dynamic(m.layers, {torch.nn.Linear: qc}, dtype=torch.qint8, inplace=True)
+            tol = 2e-1   # check catches a wrong step, not a coarse one
         S, z = m.init_state(a.batch)["S"], m.init_state(a.batch)["z"]
         for t, w in enumerate(want):   # the same numbers as the reference step
             got = fast_step(m, tok[:, t], t, S, z)
@@ -108,7 +119,7 @@ def main():
             fast_step(m, tok[:, t], t, S, z)
         secs = (time.perf_counter() - t0) / steps
     print(json.dumps({"model": a.model, "batch": a.batch, "threads": a.threads, "steps": steps,
-                      "dtype": "bfloat16" if a.bf16 else "float32",
+                      "dtype": "int8" if a.int8 else "bfloat16" if a.bf16 else "float32",
                       "seconds_per_step": secs, "images_per_s": a.batch / (secs * N), **torch_info()}))
 
 

@@ -67,7 +67,8 @@ int cmd_info(int argc, char **argv) {
     printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m.n_params, m.n_params * 4 / 1e6,
            m.arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
            w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "",
-           w->q8 ? ", again as 8-bit integers (LINGEN_INT8=1)" : "");
+           !w->q8 ? "" : m.q8_batch == 1 ? ", again as 8-bit integers (the steps at batch 1)"
+                                          : ", again as 8-bit integers (the steps, LINGEN_INT8=1)");
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;

@@ -52,11 +52,11 @@ static long default_batch(const Config *c) {
     return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
 }
 
-/* The arithmetic of the layers' products: bfloat16 where the CPU run's model holds its weights so
- * (model.h); float32 otherwise (the GPU's products keep float32's accuracy too). */
-static const char *products(const Model *m) {
+/* The arithmetic of the layers' products in a run of this batch (transformer.h): "int8",
+ * "AMX" (bfloat16 on the tiles), "bfloat16" or "float32"; the GPU's keep float32's accuracy. */
+static const char *products(const Model *m, long batch) {
     if (device_current() == DEVICE_CUDA) return "float32";
-    return m->layers[0].qkv_w.q8 ? "int8" : m->layers[0].qkv_w.bf16 ? "bfloat16" : "float32";
+    return transformer_step_products(m, (int)batch);
 }
 
 /* --json: what the closing line (and --ceiling's) prints. */
@@ -72,7 +72,7 @@ static cJSON *sample_json(const char *path, const Config *c, const char *arith, 
     cJSON_AddNumberToObject(o, "channels", c->channels);
     cJSON_AddNumberToObject(o, "images", done);
     cJSON_AddNumberToObject(o, "batch", batch);
-    cJSON_AddStringToObject(o, "products", arith);
+    cJSON_AddStringToObject(o, "products", strcmp(arith, "AMX") ? arith : "bfloat16");
     cJSON_AddNumberToObject(o, "seed", (double)seed);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "images_per_s", done / secs);
@@ -106,9 +106,9 @@ int cmd_sample(int argc, char **argv) {
                        "(constant memory per image), softmax models with a KV cache. Ctrl-C (SIGINT) or\n"
                        "SIGTERM writes the images finished so far and exits with code 130 or 143.\n"
                        "-o - writes the PNG to standard output. On a CPU with AVX512-BF16 the layers'\n"
-                       "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3);\n"
-                       "LINGEN_INT8=1 takes them on 8-bit weights, faster at batch 1 where memory is\n"
-                       "the limit (bits/dim within 1e-3 too).",
+                       "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3); at\n"
+                       "batch 1 on a CPU with AMX on 8-bit weights, where memory is the limit (bits/dim\n"
+                       "within 1e-3 too; LINGEN_INT8=1 at every batch, LINGEN_INT8=0 never).",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     if (cli_check_png_name("sample", out)) return 2;
@@ -176,7 +176,7 @@ int cmd_sample(int argc, char **argv) {
         rc = EXIT_FAIL;
     } else if (rank == 0) {
         char temp[48] = "", ranks[32] = "";
-        const char *arith = products(&m);
+        const char *arith = products(&m, batch);
         if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
         if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
         FILE *info = strcmp(out, "-") ? stdout : stderr;   /* -o -: stdout is the PNG */
@@ -184,9 +184,9 @@ int cmd_sample(int argc, char **argv) {
                 total, total == 1 ? "" : "s", c->height, c->width, c->channels,
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch,
                 !strcmp(arith, "int8")       ? ", 8-bit weights"
-                : strcmp(arith, "bfloat16") ? ""
-                : m.layers[0].qkv_w.amx     ? ", bfloat16 products on AMX tiles"
-                                            : ", bfloat16 products",
+                : !strcmp(arith, "AMX")      ? ", bfloat16 products on AMX tiles"
+                : !strcmp(arith, "bfloat16") ? ", bfloat16 products"
+                                             : "",
                 temp, ranks, secs, total / secs, out);
         double flops = transformer_flops_per_image(c), sgemm = 0;
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */

@@ -3,12 +3,14 @@
  * are read, elsewhere the same sums in the same order in C. */
 #include "matmul_q8.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "threads.h"
 
 #if defined(__AVX512F__)
@@ -19,9 +21,11 @@
 #define Q8_MR 4    /* rows at a time: 4 x 2 sums and 4 x 2 block sums in registers */
 #define Q8_ROWS 16 /* rows an item takes, Q8_MR at a time, against one panel */
 
-int matmul_q8_wanted(void) {
+int matmul_q8_batch(void) {
     const char *env = getenv("LINGEN_INT8");
-    return env && !strcmp(env, "1");
+    if (env && !strcmp(env, "1")) return INT_MAX;
+    if (env && !strcmp(env, "0")) return 0;
+    return matmul_amx_ready() && matmul_bf16_ready();
 }
 
 static int blocks(int n_in) { return (n_in + Q8_KB - 1) / Q8_KB; }

@@ -3,6 +3,7 @@
  * documented in docs/model-format.md; scripts/modelfile.py writes it. */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -157,8 +158,9 @@ static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
  * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
  * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
  * where it has AMX, packed for the tiles (the parallel form's products, and the steps' in
- * bfloat16 where both are held: transformer.c). With LINGEN_INT8=1 the steps take 8-bit weights
- * (matmul_q8.h) in place of the bfloat16 ones. */
+ * bfloat16 where both are held: transformer.c); and as 8-bit integers for the steps of the
+ * batches that take them (matmul_q8.h: batch 1 where the tiles are; with LINGEN_INT8=1 every
+ * batch, and then in place of the bfloat16 copy). */
 static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
@@ -166,9 +168,17 @@ static size_t panels_floats(const Want *w) {
 }
 /* not the head: its means must land inside a bin (2/255 wide), and it is a hundredth of the work */
 static int not_head(const Want *w) { return strcmp(w->name, "head.weight") != 0; }
-static int held_q8(const Want *w) { return matmul_q8_wanted() && not_head(w); }
-static int held_bf16(const Want *w) { return held_half(w) && matmul_bf16_ready() && not_head(w) && !held_q8(w); }
+/* not where every batch takes the 8-bit weights (LINGEN_INT8=1) */
+static int held_bf16(const Want *w) {
+    return held_half(w) && matmul_bf16_ready() && not_head(w) && matmul_q8_batch() != INT_MAX;
+}
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
+/* every weight but the head's with LINGEN_INT8=1; else, for batch 1, the weights whose steps
+ * would run on the tiles (matmul_q8_batch) */
+static int held_q8(const Want *w) {
+    int most = matmul_q8_batch();
+    return not_head(w) && (most == INT_MAX || (most > 0 && held_bf16(w) && held_amx(w)));
+}
 static size_t bf16_floats(const Want *w) { return (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t amx_floats(const Want *w) { return (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t bf16_offset(const Want *w) { return align(panels_floats(w)); }
@@ -228,6 +238,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     Want *w = xcalloc(5 + (size_t)WEIGHTS_PER_LAYER * m->cfg.n_layers, sizeof *w);
     int n = list_weights(m, w), rc = 0;
     size_t n_params = 0;
+    m->q8_batch = matmul_q8_batch();
     for (int i = 0; i < n && !rc; i++) {
         const StTensor *t = w[i].t = st_find(st, w[i].name);
         char have[128], need[64];

@@ -52,6 +52,8 @@ typedef struct {
     float *arena;              /* all weights, one allocation */
     size_t arena_floats;       /* its size in floats: the tensors, the panels' padding, the alignment */
     size_t n_params;
+    int q8_batch;              /* steps of runs of at most this many images take the 8-bit weights
+                                * (matmul_q8_batch: 0 none, 1 where the steps run on AMX tiles) */
     int n_meta;                /* metadata, all strings */
     char **meta_keys, **meta_vals;
 } Model;

@@ -142,14 +142,16 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
  * model holds them (matmul_amx.h: 1.6x for an evaluation on 16 Xeon cores); a step's in
  * bfloat16 where the model holds the weights so, unless the run is exact (matmul.h: twice the
  * multiply-adds per instruction), on the tiles where it holds those too (one tile product per
- * value: 1.4x at batch 8, 2.1x at 64 on 2 Xeon cores, 0.8-0.95x at batch 1), else in float32
- * on matmul.c's kernel; on 8-bit weights where the model holds those (LINGEN_INT8=1, before
- * all the others: matmul_q8.h). A run takes one kernel at every batch, so that image k does not
- * depend on the batch it was drawn in: the tiles' float32 sums of the same bfloat16 products are not
- * vdpbf16ps's (which adds each pair's odd product, then its even one): on a Xeon they differed
- * in 2,280 of 4,096 sums of 256 products, whichever order each pair was given in. */
-static Packed form(Packed w, const RunState *s, int T) {
-    if (T != 1 || s->exact) w.bf16 = NULL, w.q8 = NULL;
+ * value: 1.4x at batch 8, 2.1x at 64 on 2 Xeon cores), else in float32 on matmul.c's kernel;
+ * on 8-bit weights, before all the others, in runs of a batch that takes them (Model.q8_batch:
+ * batch 1, where every step streams the weights and the tiles were 0.8-0.95x vdpbf16ps). The
+ * kernel is the run's: each image of it gets the same. Between runs of other batches images can
+ * differ in the last bits of a sum and then in a draw: the tiles' float32 sums of the same
+ * bfloat16 products are not vdpbf16ps's nor the 8-bit weights' (on a Xeon the first two
+ * differed in 2,280 of 4,096 sums of 256 products). */
+static Packed form(const Model *m, Packed w, const RunState *s, int T) {
+    if (T != 1 || s->exact || s->B > m->q8_batch) w.q8 = NULL;
+    if (T != 1 || s->exact || w.q8) w.bf16 = NULL;
     if (T == 1 && !w.bf16) w.amx = NULL;
     return w;
 }
@@ -157,7 +159,14 @@ static Packed form(Packed w, const RunState *s, int T) {
 /* Whether this call's products take bfloat16 inputs rounded by the loops that write them: a
  * step with bfloat16 products (the rounding is the products' own, so the numbers are the same). */
 static int rounds_inputs(const Model *m, const RunState *s, int T) {
-    return T == 1 && m->cfg.n_layers > 0 && form(m->layers[0].qkv_w, s, T).bf16 != NULL;
+    return T == 1 && m->cfg.n_layers > 0 && form(m, m->layers[0].qkv_w, s, T).bf16 != NULL;
+}
+
+const char *transformer_step_products(const Model *m, int B) {
+    if (m->cfg.n_layers == 0) return "float32";
+    RunState s = {.B = B};
+    Packed w = form(m, m->layers[0].qkv_w, &s, 1);
+    return w.q8 ? "int8" : w.amx ? "AMX" : w.bf16 ? "bfloat16" : "float32";
 }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int r16) {
@@ -172,22 +181,22 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int 
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d, x16); in = s->xn; }
-    matmul_rounded(s->qkv, in, form(w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, MATMUL_NONE, (Rounded){x16, NULL});
+    matmul_rounded(s->qkv, in, form(m, w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, MATMUL_NONE, (Rounded){x16, NULL});
     if (lin)
         linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, att16, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    matmul_rounded(s->xn, s->att, form(w->out_w, s, T), w->out_b, rows, d, d, MATMUL_NONE, (Rounded){att16, NULL});
+    matmul_rounded(s->xn, s->att, form(m, w->out_w, s, T), w->out_b, rows, d, d, MATMUL_NONE, (Rounded){att16, NULL});
     residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre, pre ? NULL : x16);
 
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d, x16); in = s->xn; }
-    matmul_rounded(s->hid, in, form(w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, c->gelu ? MATMUL_GELU : MATMUL_RELU,
+    matmul_rounded(s->hid, in, form(m, w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, c->gelu ? MATMUL_GELU : MATMUL_RELU,
                    (Rounded){x16, hid16});
-    matmul_rounded(s->xn, s->hid, form(w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, MATMUL_NONE, (Rounded){hid16, NULL});
+    matmul_rounded(s->xn, s->hid, form(m, w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, MATMUL_NONE, (Rounded){hid16, NULL});
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre, pre ? NULL : x16);
 }
 
@@ -204,7 +213,7 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T, r16);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d, NULL);
-    matmul(s->out, s->xn, form(m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
+    matmul(s->out, s->xn, form(m, m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
     s->n_pos += T;
 }
 

@@ -4,6 +4,7 @@
  * float32: the bits/dim of real test images within 1e-3. */
 #include "testutil.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "dataset.h"
 #include "dmol.h"
 #include "matmul.h"
+#include "matmul_amx.h"
 #include "model.h"
 #include "safetensors.h"
 #include "transformer.h"
@@ -200,6 +202,82 @@ static void test_int8_steps(void **st) {
     assert_true(moved > 0);   /* the 8-bit weights were used */
 }
 
+/* Image 0's head outputs [P][3M] over the first P steps of a run of B images (fixed tokens). */
+static void first_steps(const Model *m, int B, int P, float *out) {
+    RunState s;
+    Err e;
+    int K = 3 * m->cfg.n_mix, tok[4];
+    assert_true(B <= 4);
+    if (runstate_init(&s, &m->cfg, B, 1, &e)) fail_msg("%s", e.msg);
+    for (int t = 0; t < P; t++) {
+        for (int b = 0; b < B; b++) tok[b] = t == 0 ? BOS_TOKEN : (37 * b + 11 * t) % 256;
+        transformer_forward(m, &s, tok, B, 1);
+        memcpy(out + (size_t)t * K, s.out, K * sizeof(float));
+    }
+    runstate_free(&s);
+}
+
+static Model load_int8(const char *path, const char *env) {
+    Model m;
+    Err e;
+    if (env) setenv("LINGEN_INT8", env, 1);   /* read as the model loads */
+    int rc = model_load(&m, path, &e);
+    unsetenv("LINGEN_INT8");
+    if (rc) fail_msg("%s", e.msg);
+    return m;
+}
+
+/* A run's batch picks its steps' kernel (transformer.c's form): runs of at most Model.q8_batch
+ * images take the 8-bit weights, larger ones the others, and each image of a run gets the same.
+ * LINGEN_INT8 sets it as the model loads: 1 every batch, 0 none (no 8-bit copy held); unset,
+ * batch 1 where the steps would run on AMX tiles, else none. */
+static void test_int8_batch(void **st) {
+    (void)st;
+    enum { P = 5, K_MAX = 30 };
+    Model m = load_int8(FIXTURE("tiny-linear-mnist.bin"), "1");
+    size_t K = 3 * (size_t)m.cfg.n_mix, n = P * K * sizeof(float);
+    assert_true(K <= K_MAX);
+    assert_int_equal(m.q8_batch, INT_MAX);
+    assert_non_null(m.layers[0].qkv_w.q8);
+    assert_string_equal(transformer_step_products(&m, 64), "int8");
+    float a[P * K_MAX], b[P * K_MAX], c[P * K_MAX], d[P * K_MAX], f[P * K_MAX];
+    m.q8_batch = 1;
+    assert_string_equal(transformer_step_products(&m, 1), "int8");
+    assert_string_not_equal(transformer_step_products(&m, 2), "int8");
+    first_steps(&m, 1, P, a);   /* 8-bit */
+    first_steps(&m, 2, P, b);   /* not */
+    m.q8_batch = INT_MAX;
+    first_steps(&m, 2, P, c);   /* 8-bit at batch 2: image 0 as at batch 1 */
+    m.q8_batch = 0;
+    first_steps(&m, 2, P, d);   /* the others at batch 2 */
+    first_steps(&m, 1, P, f);   /* and at batch 1 */
+    assert_memory_equal(a, c, n);
+    assert_memory_equal(b, d, n);
+    assert_memory_equal(b, f, n);
+    assert_memory_not_equal(a, f, n);   /* the 8-bit weights did run */
+    for (size_t i = 0; i < P * K; i++) assert_true(fabsf(a[i] - f[i]) <= 0.05f * (1 + fabsf(f[i])));
+    model_free(&m);
+
+    m = load_int8("models/mnist.bin", "0");
+    assert_int_equal(m.q8_batch, 0);
+    assert_null(m.layers[0].qkv_w.q8);
+    assert_string_not_equal(transformer_step_products(&m, 1), "int8");
+    model_free(&m);
+
+    m = load_int8("models/mnist.bin", NULL);   /* float16 weights, as the tiles take them */
+    int tiles = matmul_amx_ready() && matmul_bf16_ready();
+    assert_int_equal(m.q8_batch, tiles);
+    assert_true((m.layers[0].qkv_w.q8 != NULL) == tiles);
+    assert_null(m.head_w.q8);
+    assert_string_equal(transformer_step_products(&m, 1), tiles ? "int8" : matmul_bf16_ready() ? "bfloat16" : "float32");
+    assert_string_equal(transformer_step_products(&m, 2), tiles ? "AMX" : matmul_bf16_ready() ? "bfloat16" : "float32");
+    model_free(&m);
+    m = load_int8(FIXTURE("tiny-linear-mnist.bin"), NULL);   /* float32 weights: the steps never on the tiles */
+    assert_null(m.layers[0].qkv_w.q8);
+    assert_string_equal(transformer_step_products(&m, 1), "float32");
+    model_free(&m);
+}
+
 /* The RNN's memory does not grow: the state is the same size after N positions as after 1. */
 static void test_state_bytes(void **st) {
     (void)st;
@@ -297,6 +375,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_runstate_lines),
         cmocka_unit_test(test_bf16_steps),
         cmocka_unit_test(test_int8_steps),
+        cmocka_unit_test(test_int8_batch),
     };
     if (argc > 1) {   /* test_transformer DIR/NAME: check NAME.bin against NAME.golden only */
         extra_fixture = argv[1];
