@@ -62,13 +62,14 @@ float matmul_q8_get(const void *W, int n_in, int o, int i) {
 }
 
 /* R rows of x against P panels from p on (R and P constants where it is inlined): sums into
- * out, ncols of the last panel's 32 columns, starting from the bias. Each output's sum runs in
+ * out, ncols of the last panel's 32 columns, starting from the bias, relu'd as they are stored
+ * if relu. Each output's sum runs in
  * one order whatever R and P (so image k does not depend on the batch); at a row or two, P
  * panels side by side give the multiply-adds P chains to run in, where one panel is a chain of
  * dependent ones. */
 static inline __attribute__((always_inline)) void panel_rows(int R, int P, float *out, int ldo, const float *x,
                                                              int ldx, const void *W, int n_in, int p, const float *b,
-                                                             int ncols) {
+                                                             int ncols, int relu) {
 #if Q8_AVX512
     __mmask16 m0 = ncols >= 16 ? 0xffff : (__mmask16)((1u << ncols) - 1);
     __mmask16 m1 = ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : (__mmask16)((1u << (ncols - 16)) - 1);
@@ -110,6 +111,8 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
     for (int j = 0; j < P; j++) {
         __mmask16 k0 = j == P - 1 ? m0 : 0xffff, k1 = j == P - 1 ? m1 : 0xffff;
         for (int r = 0; r < R; r++) {
+            if (relu) sum[r][j][0] = _mm512_max_ps(sum[r][j][0], _mm512_setzero_ps()),
+                      sum[r][j][1] = _mm512_max_ps(sum[r][j][1], _mm512_setzero_ps());
             _mm512_mask_storeu_ps(out + (size_t)r * ldo + j * Q8_NR, k0, sum[r][j][0]);
             _mm512_mask_storeu_ps(out + (size_t)r * ldo + j * Q8_NR + 16, k1, sum[r][j][1]);
         }
@@ -132,7 +135,7 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
                 memcpy(s, blk + Q8_KB * Q8_NR, sizeof s);
                 for (int c = 0; c < nc; c++) sum[c] = fmaf(acc[c], s[c], sum[c]);
             }
-            for (int c = 0; c < nc; c++) out[(size_t)r * ldo + j * Q8_NR + c] = sum[c];
+            for (int c = 0; c < nc; c++) out[(size_t)r * ldo + j * Q8_NR + c] = relu && !(sum[c] > 0) ? 0 : sum[c];
         }
 #endif
 }
@@ -153,17 +156,18 @@ static void product_item(void *ctx, int item, int thread) {
     int r1 = r0 + Q8_ROWS < q->rows ? r0 + Q8_ROWS : q->rows, P = panels(q->n_out) - p < q->group ? panels(q->n_out) - p : q->group;
     int c0 = p * Q8_NR, ncols = q->n_out - c0 - (P - 1) * Q8_NR < Q8_NR ? q->n_out - c0 - (P - 1) * Q8_NR : Q8_NR;
     const float *b = q->b ? q->b + c0 : NULL;
+    int relu = q->act == MATMUL_RELU;   /* in the store; gelu in a pass after */
     for (int r = r0; r < r1; r += Q8_MR) {
         float *o = q->out + (size_t)r * q->n_out + c0;
         const float *x = q->x + (size_t)r * q->n_in;
         /* R and P constants in each instance; groups come at one row only (matmul_q8) */
-#define ROWS(R, P) panel_rows(R, P, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols)
+#define ROWS(R, P) panel_rows(R, P, o, q->n_out, x, q->n_in, q->W, q->n_in, p, b, ncols, relu)
         if (P == 4) ROWS(1, 4);
         else if (P == 2) ROWS(1, 2);
         else if (P > 1)   /* a last, odd group panel by panel (a panel's sums are the same either way) */
             for (int j = 0; j < P; j++)
                 panel_rows(1, 1, o + j * Q8_NR, q->n_out, x, q->n_in, q->W, q->n_in, p + j, b ? b + j * Q8_NR : NULL,
-                           j < P - 1 ? Q8_NR : ncols);
+                           j < P - 1 ? Q8_NR : ncols, relu);
         else switch (r1 - r < Q8_MR ? r1 - r : Q8_MR) {
             case 1: ROWS(1, 1); break;
             case 2: ROWS(2, 1); break;
@@ -172,7 +176,7 @@ static void product_item(void *ctx, int item, int thread) {
             }
 #undef ROWS
     }
-    if (q->act) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, (P - 1) * Q8_NR + ncols, q->act);
+    if (q->act && !relu) matmul_activate(q->out + (size_t)r0 * q->n_out + c0, q->n_out, r1 - r0, (P - 1) * Q8_NR + ncols, q->act);
 }
 
 void matmul_q8(float *out, const float *x, const void *W, const float *b, int rows, int n_in, int n_out, int act) {
