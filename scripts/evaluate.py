@@ -5,7 +5,7 @@
 The reference that the C engine's `lingen eval bits-per-dim` and the model card are checked against.
 --int8 first rounds the layers' Linear weights as lingen's LINGEN_INT8=1 holds them
 (src/matmul_q8.h): in blocks of 32 inputs of one output, integers in -127..127 times the block's
-largest / 127.
+largest / 127 rounded up to bfloat16.
 """
 import argparse
 import math
@@ -19,6 +19,13 @@ import modelfile
 from model import bits_per_dim
 
 
+def bf16_up(s):
+    """Non-negative float32 values rounded up to bfloat16 (matmul_q8.c's bf16_up): a float's top
+    16 bits, plus one where the bottom 16 are not all zero."""
+    b = s.contiguous().view(torch.int32)
+    return (((b >> 16) + ((b & 0xFFFF) != 0).int()) << 16).view(torch.float32)
+
+
 def round_int8(model, block=32):
     """Every Linear weight but the head's as lingen's 8-bit weights hold it (src/matmul_q8.c)."""
     with torch.no_grad():
@@ -28,7 +35,7 @@ def round_int8(model, block=32):
                 n_out, n_in = w.shape
                 pad = (-n_in) % block
                 wb = torch.nn.functional.pad(w, (0, pad)).reshape(n_out, -1, block)
-                s = wb.abs().amax(-1, keepdim=True) / 127
+                s = bf16_up(wb.abs().amax(-1, keepdim=True).float() / 127).to(w.dtype)
                 q = (wb / s.clamp_min(torch.finfo(s.dtype).tiny)).round()   # an all-zero block stays 0
                 w.copy_((q * s).reshape(n_out, -1)[:, :n_in])
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "matmul.h"
 #include "matmul_amx.h"
 #include "threads.h"
@@ -28,6 +29,14 @@ int matmul_q8_batch(void) {
     return matmul_amx_ready() && matmul_bf16_ready();
 }
 
+/* A scale as bfloat16, rounded up (never down: no weight of its block then needs more than 127
+ * steps): a float's top 16 bits, plus one where the bottom 16 are not all zero. */
+static uint16_t bf16_up(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)((b >> 16) + ((b & 0xffff) != 0));
+}
+
 static int blocks(int n_in) { return (n_in + Q8_KB - 1) / Q8_KB; }
 static int panels(int n_out) { return (n_out + Q8_NR - 1) / Q8_NR; }
 
@@ -45,10 +54,11 @@ void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out) {
             const float *w = W + (size_t)o * n_in + i0;
             float m = 0;
             for (int i = 0; i < n; i++) m = fabsf(w[i]) > m ? fabsf(w[i]) : m;
-            float s = m / 127;
+            uint16_t h = bf16_up(m / 127);
+            float s = bf16_to_float(h);
             unsigned char *blk = block_at(dst, n_in, o / Q8_NR, k);
             int8_t *q = (int8_t *)blk;
-            memcpy(blk + Q8_KB * Q8_NR + (o % Q8_NR) * 4, &s, 4);
+            memcpy(blk + Q8_KB * Q8_NR + (o % Q8_NR) * 2, &h, 2);
             if (s > 0)
                 for (int i = 0; i < n; i++) q[i * Q8_NR + o % Q8_NR] = (int8_t)nearbyintf(w[i] / s);   /* |.| <= 127 */
         }
@@ -56,9 +66,9 @@ void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out) {
 
 float matmul_q8_get(const void *W, int n_in, int o, int i) {
     const unsigned char *blk = block_at(W, n_in, o / Q8_NR, i / Q8_KB);
-    float s;
-    memcpy(&s, blk + Q8_KB * Q8_NR + (o % Q8_NR) * 4, 4);
-    return s * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
+    uint16_t h;
+    memcpy(&h, blk + Q8_KB * Q8_NR + (o % Q8_NR) * 2, 2);
+    return bf16_to_float(h) * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
 }
 
 /* R rows of x against P panels from p on (R and P constants where it is inlined): sums into
@@ -100,8 +110,9 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
                 }
             }
         for (int j = 0; j < P; j++) {
-            const float *s = (const float *)(blk[j] + Q8_KB * Q8_NR);
-            __m512 s0 = _mm512_loadu_ps(s), s1 = _mm512_loadu_ps(s + 16);
+            const __m256i *s = (const __m256i *)(blk[j] + Q8_KB * Q8_NR);   /* bfloat16: a float's top half */
+            __m512 s0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s)), 16));
+            __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s + 1)), 16));
             for (int r = 0; r < R; r++) {
                 sum[r][j][0] = _mm512_fmadd_ps(acc[r][j][0], s0, sum[r][j][0]);
                 sum[r][j][1] = _mm512_fmadd_ps(acc[r][j][1], s1, sum[r][j][1]);
@@ -132,7 +143,11 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
                     const int8_t *q = (const int8_t *)blk + i * Q8_NR;
                     for (int c = 0; c < nc; c++) acc[c] = fmaf(xi, q[c], acc[c]);
                 }
-                memcpy(s, blk + Q8_KB * Q8_NR, sizeof s);
+                for (int c = 0; c < Q8_NR; c++) {
+                    uint16_t h;
+                    memcpy(&h, blk + Q8_KB * Q8_NR + c * 2, 2);
+                    s[c] = bf16_to_float(h);
+                }
                 for (int c = 0; c < nc; c++) sum[c] = fmaf(acc[c], s[c], sum[c]);
             }
             for (int c = 0; c < nc; c++) out[(size_t)r * ldo + j * Q8_NR + c] = relu && !(sum[c] > 0) ? 0 : sum[c];

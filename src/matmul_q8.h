@@ -5,22 +5,24 @@
  * at 30-45 GB/s: 1.3-1.4x), at every batch with LINGEN_INT8=1, never with LINGEN_INT8=0.
  *
  * W is cut into blocks of 32 inputs of one output, each held as 32 integers q in -127..127 and a
- * float32 scale s = max |w| / 127 of the block, w ~ s q (the idea of llama.cpp's Q8_0): a weight
- * off by at most s / 2, a 254th of its block's largest. Per output the sum runs block by block,
+ * scale s = max |w| / 127 of the block, rounded up to bfloat16 (2 bytes, the idea of llama.cpp's
+ * Q8_0 with its float16 scale; bfloat16 keeps float32's range), w ~ s q: a weight off by at most
+ * s / 2, about a 254th of its block's largest. Per output the sum runs block by block,
  *     y = b + sum over blocks of s * (sum over the block's inputs of x q),
  * in float32, one multiply-add (one rounding) per term. On MNIST's model (1,000 test images)
  * and CIFAR-10's (100) bits/dim move by less than 1e-3 against float32 (models/README.md).
  *
  * Packed layout: output columns in panels of 32, inputs in blocks of 32 (zero past the last);
  * panel p holds its blocks in turn, each 32 inputs x 32 outputs of int8 (an input's 32 outputs
- * side by side) and then the 32 outputs' scales: 1,152 bytes, read front to back. */
+ * side by side) and then the 32 outputs' scales: 1,088 bytes (1.0625 a weight), read front to
+ * back. */
 #ifndef LINGEN_MATMUL_Q8_H
 #define LINGEN_MATMUL_Q8_H
 #include <stddef.h>
 
 #define Q8_NR 32   /* outputs in a panel */
 #define Q8_KB 32   /* inputs in a block */
-#define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 4)   /* bytes */
+#define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 2)   /* bytes */
 
 /* The largest batch whose steps take 8-bit weights, for a model loaded now (0: none, so the model
  * holds none): LINGEN_INT8=1 every batch, LINGEN_INT8=0 none, else 1 where the tiles would take

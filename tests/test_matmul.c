@@ -116,8 +116,9 @@ static void check(int rows, int n_in, int n_out) {
         }
         free(more); free(B); free(Wr); free(xr);
     }
-    {   /* 8-bit weights: each within half a step (its block's largest / 127 / 2) of W, and the
-         * product that of the weights as held, to float32's rounding; relu the same bits through */
+    {   /* 8-bit weights: each within half a step of W (the step: its block's largest / 127, rounded
+         * up to bfloat16, by less than 2^-7 of it), and the product that of the weights as held, to
+         * float32's rounding; relu the same bits through */
         void *Q = malloc(matmul_q8_bytes(n_in, n_out));
         float *Wq = malloc(sizeof(float) * n_in * n_out), *relu = malloc(sizeof(float) * rows * n_out);
         matmul_q8_pack(Q, W, n_in, n_out);
@@ -126,7 +127,7 @@ static void check(int rows, int n_in, int n_out) {
                 float m = 0;
                 for (int j = i / 32 * 32; j < n_in && j < i / 32 * 32 + 32; j++) m = fmaxf(m, fabsf(W[o * n_in + j]));
                 Wq[o * n_in + i] = matmul_q8_get(Q, n_in, o, i);
-                assert_true(fabsf(Wq[o * n_in + i] - W[o * n_in + i]) <= m / 127 * 0.5001f);
+                assert_true(fabsf(Wq[o * n_in + i] - W[o * n_in + i]) <= m / 127 * (1 + 0x1p-7f) * 0.5001f);
             }
         Packed P = {Wh, 1, NULL, NULL, Q};
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;

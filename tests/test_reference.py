@@ -213,7 +213,8 @@ class TrainSmoke(unittest.TestCase):
 class Int8(unittest.TestCase):
     def test_round_int8_as_lingen_holds_them(self):
         """evaluate.py --int8: every Linear weight but the head's a multiple of its block's scale
-        (the block's largest / 127, blocks of 32 inputs of one output), within half a scale."""
+        (the block's largest / 127 rounded up to bfloat16, blocks of 32 inputs of one output),
+        within half a scale."""
         from evaluate import round_int8
         torch.manual_seed(0)
         m = Model(Config(**dict(TINY, d_ff=40)))   # 40 inputs: a block of 32 and one of 8
@@ -228,7 +229,10 @@ class Int8(unittest.TestCase):
                 continue
             self.assertFalse(torch.equal(w, w0), name)
             for k in range(0, w.shape[1], 32):
-                s = w0[:, k:k + 32].abs().amax(1, keepdim=True) / 127
+                exact = w0[:, k:k + 32].abs().amax(1, keepdim=True) / 127
+                s = exact.to(torch.bfloat16)   # nearest; where below, the held scale is the next one up
+                up = torch.nextafter(s, torch.tensor(float("inf"), dtype=torch.bfloat16))
+                s = torch.where(s.float() < exact, up.float(), s.float())
                 q = w[:, k:k + 32] / s
                 self.assertLess((q - q.round()).abs().max().item(), 1e-3, name)
                 self.assertLessEqual(q.abs().max().item(), 127 + 1e-3, name)
