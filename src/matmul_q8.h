@@ -2,14 +2,14 @@
  * from memory and does almost no arithmetic on it, so half the bytes of bfloat16 is up to twice
  * the speed where memory is the limit. A run takes them at batch 1 where its steps would
  * otherwise run on AMX tiles (on 2 Xeon cores, which stream 12.7 MB of bfloat16 weights a step
- * at 30-45 GB/s: 1.3-1.4x), at every batch with LINGEN_INT8=1, never with LINGEN_INT8=0.
+ * at 30-45 GB/s: 1.4-1.5x), at every batch with LINGEN_INT8=1, never with LINGEN_INT8=0.
  *
  * W is cut into blocks of 32 inputs of one output, each held as 32 integers q in -127..127 and a
  * scale s = max |w| / 127 of the block, rounded up to bfloat16 (2 bytes, the idea of llama.cpp's
  * Q8_0 with its float16 scale; bfloat16 keeps float32's range), w ~ s q: a weight off by at most
  * s / 2, about a 254th of its block's largest. Per output the sum runs block by block,
  *     y = b + sum over blocks of s * (sum over the block's inputs of x q),
- * in float32, one multiply-add (one rounding) per term. On MNIST's model (1,000 test images)
+ * in float32, one multiply-add (one rounding) per term. On MNIST's model (500 test images)
  * and CIFAR-10's (100) bits/dim move by less than 1e-3 against float32 (models/README.md).
  *
  * Packed layout: output columns in panels of 32, inputs in blocks of 32 (zero past the last);
