@@ -72,11 +72,10 @@ float matmul_q8_get(const void *W, int n_in, int o, int i) {
 }
 
 /* R rows of x against P panels from p on (R and P constants where it is inlined): sums into
- * out, ncols of the last panel's 32 columns, starting from the bias, relu'd as they are stored
- * if relu. Each output's sum runs in
- * one order whatever R and P (so image k does not depend on the batch); at a row or two, P
- * panels side by side give the multiply-adds P chains to run in, where one panel is a chain of
- * dependent ones. */
+ * out, ncols of the last panel's 32 columns, starting from the bias, through relu as they are
+ * stored if relu. Each output's sum runs in one order whatever R and P (so image k does not
+ * depend on the batch); at a row or two, P panels side by side give the multiply-adds P chains
+ * to run in, where one panel is a chain of dependent ones. */
 static inline __attribute__((always_inline)) void panel_rows(int R, int P, float *out, int ldo, const float *x,
                                                              int ldx, const void *W, int n_in, int p, const float *b,
                                                              int ncols, int relu) {
