@@ -113,13 +113,13 @@ if ! "$PY" -c 'import torch' 2> /dev/null; then
   batches=
 fi
 for B in $batches; do
-  lgs=() tps=() l8s=()
+  lgs=() tps=() tiles=()
   for r in 1 2; do
     if [ "$B" = 64 ]; then
       steps=50; if [ "$r" = 1 ]; then lg=$ips64; else lg=$(ips "$TWO" -n 64 --batch 64 --threads 2); fi
     else
       steps=200; lg=$(ips "$TWO" -n 4 --batch 1 --threads 2)
-      l8s+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
+      tiles+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
     fi
     tj=$(cd scripts && for dt in "" --bf16 --int8; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
     echo "$tj" >> "$OUT/runs.txt"
@@ -128,8 +128,8 @@ for B in $batches; do
   done
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tps[@]%% *}")")x (${lgs[*]} vs ${tps[0]}, ${tps[1]} images/s, two rounds; goal >= $goal)"
-  [ ${#l8s[@]} -gt 0 ] &&
-    say "vs $tname, batch $B, LINGEN_INT8=0: lingen at $(ratio "$(sum "${l8s[@]}")" "$(sum "${tps[@]%% *}")")x (${l8s[*]} images/s, in the same rounds; the default at $(ratio "$(sum "${lgs[@]}")" "$(sum "${l8s[@]}")")x this)"
+  [ ${#tiles[@]} -gt 0 ] &&
+    say "vs $tname, batch $B, LINGEN_INT8=0: lingen at $(ratio "$(sum "${tiles[@]}")" "$(sum "${tps[@]%% *}")")x (${tiles[*]} images/s, in the same rounds; the default at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tiles[@]}")")x this)"
 done
 
 data=${LINGEN_DATA:-data}

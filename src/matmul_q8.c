@@ -46,6 +46,13 @@ static unsigned char *block_at(const void *W, int n_in, int p, int k) {
     return (unsigned char *)W + ((size_t)p * blocks(n_in) + k) * Q8_BLOCK;
 }
 
+/* Output c's scale in a block: bfloat16, after the block's integers. */
+static float scale_at(const unsigned char *blk, int c) {
+    uint16_t h;
+    memcpy(&h, blk + Q8_KB * Q8_NR + c * 2, 2);
+    return bf16_to_float(h);
+}
+
 void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out) {
     memset(dst, 0, matmul_q8_bytes(n_in, n_out));
     for (int o = 0; o < n_out; o++)
@@ -66,9 +73,7 @@ void matmul_q8_pack(void *dst, const float *W, int n_in, int n_out) {
 
 float matmul_q8_get(const void *W, int n_in, int o, int i) {
     const unsigned char *blk = block_at(W, n_in, o / Q8_NR, i / Q8_KB);
-    uint16_t h;
-    memcpy(&h, blk + Q8_KB * Q8_NR + (o % Q8_NR) * 2, 2);
-    return bf16_to_float(h) * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
+    return scale_at(blk, o % Q8_NR) * ((const int8_t *)blk)[i % Q8_KB * Q8_NR + o % Q8_NR];
 }
 
 /* R rows of x against P panels from p on (R and P constants where it is inlined): sums into
@@ -131,7 +136,7 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
     for (int r = 0; r < R; r++)
         for (int j = 0; j < P; j++) {
             int nc = j == P - 1 ? ncols : Q8_NR;
-            float sum[Q8_NR], acc[Q8_NR], s[Q8_NR];
+            float sum[Q8_NR], acc[Q8_NR];
             for (int c = 0; c < nc; c++) sum[c] = b ? b[j * Q8_NR + c] : 0;
             for (int k = 0; k < blocks(n_in); k++) {
                 const unsigned char *blk = block_at(W, n_in, p + j, k);
@@ -142,12 +147,7 @@ static inline __attribute__((always_inline)) void panel_rows(int R, int P, float
                     const int8_t *q = (const int8_t *)blk + i * Q8_NR;
                     for (int c = 0; c < nc; c++) acc[c] = fmaf(xi, q[c], acc[c]);
                 }
-                for (int c = 0; c < Q8_NR; c++) {
-                    uint16_t h;
-                    memcpy(&h, blk + Q8_KB * Q8_NR + c * 2, 2);
-                    s[c] = bf16_to_float(h);
-                }
-                for (int c = 0; c < nc; c++) sum[c] = fmaf(acc[c], s[c], sum[c]);
+                for (int c = 0; c < nc; c++) sum[c] = fmaf(acc[c], scale_at(blk, c), sum[c]);
             }
             for (int c = 0; c < nc; c++) out[(size_t)r * ldo + j * Q8_NR + c] = relu && !(sum[c] > 0) ? 0 : sum[c];
         }
