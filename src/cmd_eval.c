@@ -39,7 +39,7 @@ int cmd_eval(int argc, char **argv) {
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
-        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
+        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
     const char *pos[1];
@@ -128,9 +128,11 @@ int cmd_eval(int argc, char **argv) {
         char ranks[32] = "";
         if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
         printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", ds.n / secs, secs, form, batch, ranks);
-        double flops = transformer_flops(c, rnn ? 1 : c->seq_len), sgemm = 0;
-        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h) */
-            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs, !rnn);
+        double flops = transformer_flops(c, rnn ? 1 : c->seq_len);
+        Ceiling sgemm = {0};
+        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h); the steps in float32 */
+            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs, rnn ? CEILING_FLOAT32 : CEILING_PARALLEL,
+                                   rnn ? ceiling_state_traffic(c, batch) : (StateTraffic){0, 0, 0});
         if (json) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "bits_per_dim", mean);
@@ -150,7 +152,7 @@ int cmd_eval(int argc, char **argv) {
             cJSON_AddStringToObject(o, "form", rnn ? "rnn" : "parallel");
             cJSON_AddNumberToObject(o, "batch", batch);
             jsonout_ranks(o);
-            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, sgemm));
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, &sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);
         }

@@ -98,7 +98,7 @@ int cmd_sample(int argc, char **argv) {
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
-        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now and report the fraction of it reached", 0, 0},
+        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
@@ -188,12 +188,14 @@ int cmd_sample(int argc, char **argv) {
                 : !strcmp(arith, "bfloat16") ? ", bfloat16 products"
                                              : "",
                 temp, ranks, secs, total / secs, out);
-        double flops = transformer_flops_per_image(c), sgemm = 0;
+        double flops = transformer_flops_per_image(c);
+        Ceiling sgemm = {0};
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
-            sgemm = ceiling_report("ceiling: ", flops, total / secs, 0);
+            sgemm = ceiling_report("ceiling: ", flops, total / secs, CEILING_STEPS,
+                                   ceiling_state_traffic(c, batch));
         if (json) {
             cJSON *o = sample_json(path, c, arith, total, batch, seed, secs, out, outdir);
-            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, total / secs, sgemm));
+            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, total / secs, &sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);
         }

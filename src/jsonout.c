@@ -47,13 +47,19 @@ int jsonout_write(const cJSON *o, const char *path, Err *e) {
     return rc;
 }
 
-cJSON *jsonout_ceiling(double flops_per_image, double images_per_s, double sgemm_gflops) {
+cJSON *jsonout_ceiling(double flops_per_image, double images_per_s, const Ceiling *p) {
     cJSON *o = cJSON_CreateObject();
     double useful = flops_per_image * images_per_s / 1e9;
     cJSON_AddNumberToObject(o, "flops_per_image", flops_per_image);
     cJSON_AddNumberToObject(o, "useful_gflops", useful);
-    cJSON_AddNumberToObject(o, "sgemm_gflops", sgemm_gflops);
-    cJSON_AddNumberToObject(o, "fraction_of_sgemm", useful / sgemm_gflops);
+    cJSON_AddNumberToObject(o, "sgemm_gflops", p->gflops);
+    cJSON_AddNumberToObject(o, "fraction_of_sgemm", useful / p->gflops);
+    if (p->bound_ips > 0) {
+        cJSON_AddNumberToObject(o, "state_gbs", p->state_gbs);
+        cJSON_AddNumberToObject(o, "bound_images_per_s", p->bound_ips);
+        cJSON_AddNumberToObject(o, "bound_fraction_of_sgemm", flops_per_image * p->bound_ips / 1e9 / p->gflops);
+        cJSON_AddNumberToObject(o, "fraction_of_bound", images_per_s / p->bound_ips);
+    }
     return o;
 }
 

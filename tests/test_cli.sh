@@ -86,6 +86,25 @@ contains "SIGINT says what it wrote" "interrupted: wrote the"
 [ -f "$T/int/grid.png" ] && ok "SIGINT wrote the finished images" || bad "SIGINT: no grid"
 [ "$(ls "$T/int" | wc -l)" = 1 ] && ok "SIGINT left no temp files" || bad "SIGINT left: $(ls "$T/int")"
 
+# sample --ceiling: the share of sgemm, and for a linear model the bound its state sets, printed
+# and in the JSON the same
+expect 0 "sample --ceiling --json, linear" $L sample --model $F/tiny-linear-mnist.bin -n 3 --ceiling -o "$T/ce.png" --json "$T/ce.json"
+contains "--ceiling: the share of sgemm" "% of sgemm's .* GFLOP/s (1024^3 on the same"
+contains "--ceiling: the state's pass" "^ceiling: the state, .* MB for the run's images, read and written once a step: .* GB/s"
+contains "--ceiling: the bound it sets" "at most .* images/s = .*% of the ceiling; the run reached .*% of that bound"
+${PYTHON:-/usr/bin/python3} - "$T/ce.json" "$T/out" <<'PY' && ok "--ceiling's JSON: the printed bound, and its fractions of the run and of sgemm" || bad "--ceiling's JSON"
+import json, re, sys
+j = json.load(open(sys.argv[1])); c = j["ceiling"]; out = open(sys.argv[2]).read()
+bound = float(re.search(r"at most (\S+) images/s = (\d+)%", out).group(1))
+assert float("%.3g" % c["bound_images_per_s"]) == bound   # printed with %.3g
+assert abs(c["fraction_of_bound"] - j["images_per_s"] / c["bound_images_per_s"]) < 1e-9
+assert abs(c["bound_fraction_of_sgemm"] - c["flops_per_image"] * c["bound_images_per_s"] / 1e9 / c["sgemm_gflops"]) < 1e-9
+assert 0 < c["bound_fraction_of_sgemm"] <= 1 and c["state_gbs"] > 0
+PY
+expect 0 "sample --ceiling, softmax" $L sample --model $F/tiny-softmax-mnist.bin -n 2 --ceiling -o "$T/ce.png"
+contains "--ceiling, softmax: the share of sgemm" "% of sgemm's"
+lacks "--ceiling, softmax: no state bound (its KV cache grows)" "at most"
+
 # compare: the table, --json and its plot on the tiny fixtures ($LINGEN_DATA for the test images)
 CMP="--softmax --model $F/tiny-linear-mnist.bin --softmax-model $F/tiny-softmax-mnist.bin --limit 2 -n 2"
 expect 0 "compare --help" $L compare --help
