@@ -53,17 +53,32 @@ static inline __attribute__((always_inline)) void step(const int D, float *restr
     phi_row(pk, k, D);
     float den = 0;
     for (int a = 0; a < D; a++) { z[a] += pk[a]; den += pq[a] * z[a]; }
-    for (int e = 0; e < D; e++) out[e] = 0;
-    for (int a = 0; a < D; a++) {   /* row a of S: update, then read out (one pass over S) */
-        float *restrict Sa = S + a * D;
-        float ka = pk[a], qa = pq[a];
+    /* Rows of S in pairs, each updated and then read out (one pass over S). The readout sums over
+     * the rows one add after another: two sums, of the even and the odd rows, wait half as long
+     * (batch 64 on 2 Xeon threads: the attention 383-402 against 452-502 us a step, where a pass
+     * over its state alone takes 338-361). */
+    float even[D], odd[D];
+    for (int e = 0; e < D; e++) even[e] = odd[e] = 0;
+    int a = 0;
+    for (; a + 1 < D; a += 2) {
+        float *restrict Sa = S + a * D, *restrict Sb = Sa + D;
+        float ka = pk[a], qa = pq[a], kb = pk[a + 1], qb = pq[a + 1];
         for (int e = 0; e < D; e++) {
             Sa[e] += ka * v[e];
-            out[e] += qa * Sa[e];
+            even[e] += qa * Sa[e];
+            Sb[e] += kb * v[e];
+            odd[e] += qb * Sb[e];
+        }
+    }
+    if (a < D) {   /* an odd head width's last row */
+        float *restrict Sa = S + a * D;
+        for (int e = 0; e < D; e++) {
+            Sa[e] += pk[a] * v[e];
+            even[e] += pq[a] * Sa[e];
         }
     }
     float inv = 1.0f / (den + LINEAR_EPS);
-    for (int e = 0; e < D; e++) out[e] *= inv;
+    for (int e = 0; e < D; e++) out[e] = (even[e] + odd[e]) * inv;
 }
 
 /* n positions at once (rows of q, k, v and out are `ld` apart):

@@ -104,11 +104,13 @@ static void test_far_below_eps(void **st) {
     check(8, -20, -14, 1e-10);
 }
 
-/* Around eps, and the ordinary regime (where eps hardly matters): the same formula holds. */
+/* Around eps, and the ordinary regime (where eps hardly matters): the same formula holds; also
+ * at an odd head width (the step takes the rows of S in pairs, the last one alone). */
 static void test_near_and_above_eps(void **st) {
     (void)st;
     check(32, -9, -6, 1e-2);
     check(8, -1.5f, 1.5f, 1e9);
+    check(5, -1.5f, 1.5f, 1e9);
 }
 
 int main(void) {
