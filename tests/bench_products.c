@@ -8,26 +8,31 @@
  * rounded, ff2) on inputs already rounded to bfloat16, as transformer.c calls them: first over
  * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
  * (its weights stay in the caches), then each product by itself, and last a parallel loop of
- * empty items (what a loop's start and end cost). A product runs wherever the model's weights
- * send it (AMX tiles, AVX512-BF16, float32). */
+ * empty items (what a loop's start and end cost). A product runs on the kernel a step of ROWS
+ * images takes (transformer.c's form(): 8-bit weights, AMX tiles, AVX512-BF16, float32). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "commands.h"
 #include "matmul.h"
 #include "model.h"
 #include "threads.h"
+#include "transformer.h"
 #include "util.h"
 
 typedef struct { const char *name; Packed W; const float *b; int n_in, n_out, act; } Product;
 
-static void layer_products(const Model *m, int l, Product p[4]) {
-    const LayerWeights *w = &m->layers[l];
+/* The layer's products as a step of `rows` images takes them: the 8-bit weights only in runs of
+ * at most m->q8_batch images (transformer.c's form()). */
+static void layer_products(const Model *m, int l, int rows, Product p[4]) {
+    LayerWeights w = m->layers[l];
     int d = m->cfg.d, ff = m->cfg.d_ff, act = m->cfg.gelu ? MATMUL_GELU : MATMUL_RELU;
-    p[0] = (Product){"qkv", w->qkv_w, w->qkv_b, d, 3 * d, MATMUL_NONE};
-    p[1] = (Product){"out", w->out_w, w->out_b, d, d, MATMUL_NONE};
-    p[2] = (Product){"ff1", w->ff1_w, w->ff1_b, d, ff, act};
-    p[3] = (Product){"ff2", w->ff2_w, w->ff2_b, ff, d, MATMUL_NONE};
+    if (rows > m->q8_batch) w.qkv_w.q8 = w.out_w.q8 = w.ff1_w.q8 = w.ff2_w.q8 = NULL;
+    p[0] = (Product){"qkv", w.qkv_w, w.qkv_b, d, 3 * d, MATMUL_NONE};
+    p[1] = (Product){"out", w.out_w, w.out_b, d, d, MATMUL_NONE};
+    p[2] = (Product){"ff1", w.ff1_w, w.ff1_b, d, ff, act};
+    p[3] = (Product){"ff2", w.ff2_w, w.ff2_b, ff, d, MATMUL_NONE};
 }
 
 static float *x, *out;
@@ -52,16 +57,18 @@ int main(int argc, char **argv) {
     const Config *c = &m.cfg;
     if (c->n_layers < 1) { fprintf(stderr, "bench_products: %s has no layers\n", path); return 1; }
     threads_set(threads);
+    cli_stop_blas_threads();   /* as lingen does: OpenBLAS's idle threads would spin beside ours */
     size_t wide = (size_t)MATMUL_ROUNDED_ROWS(rows) * (c->d_ff > 3 * c->d ? c->d_ff : 3 * c->d);
-    x = calloc(wide, sizeof *x), out = calloc(wide, sizeof *out);
-    x16 = calloc(wide, sizeof *x16), out16 = calloc(wide, sizeof *out16);
-    if (!x || !out || !x16 || !out16) { fprintf(stderr, "bench_products: out of memory\n"); return 1; }
+    /* on cache lines, as a step's buffers are (a tile row of 64 bytes across two lines loads slower) */
+    x = try_calloc_lines(wide, sizeof *x, "inputs", &e);
+    out = x ? try_calloc_lines(wide, sizeof *out, "outputs", &e) : NULL;
+    x16 = out ? try_calloc_lines(wide, sizeof *x16, "inputs", &e) : NULL;
+    out16 = x16 ? try_calloc_lines(wide, sizeof *out16, "outputs", &e) : NULL;
+    if (!out16) { fprintf(stderr, "bench_products: %s\n", e.msg); return 1; }
     for (size_t i = 0; i < wide; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     matmul_round_bf16(x16, x, (int)((size_t)rows * (c->d_ff > c->d ? c->d_ff : c->d)));
     double flops_layer = 2.0 * rows * (4.0 * c->d * c->d + 2.0 * c->d * c->d_ff);
-    Packed w = m.layers[0].qkv_w;
-    printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(),
-           w.amx && w.bf16 ? "bfloat16 on AMX tiles" : w.bf16 ? "AVX512-BF16" : matmul_kernel_name());
+    printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(), transformer_step_products(&m, rows));
     for (int hot = 0; hot <= 1; hot++) {
         double t = 0;
         for (int pass = 0; pass < 2; pass++) {   /* the first warms up */
@@ -69,7 +76,7 @@ int main(int argc, char **argv) {
             for (int r = 0; r < reps; r++)
                 for (int l = 0; l < c->n_layers; l++) {
                     Product p[4];
-                    layer_products(&m, hot ? 0 : l, p);
+                    layer_products(&m, hot ? 0 : l, rows, p);
                     for (int k = 0; k < 4; k++) run(&p[k], rows);
                 }
             t = now_seconds() - t0;
@@ -78,7 +85,7 @@ int main(int argc, char **argv) {
                1e6 * t / reps, flops_layer * c->n_layers * reps / t / 1e9);
     }
     Product p[4];
-    layer_products(&m, 0, p);
+    layer_products(&m, 0, rows, p);
     for (int k = 0; k < 4; k++) {
         int n = reps * c->n_layers;
         for (int r = 0; r < 5; r++) run(&p[k], rows);
@@ -96,7 +103,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < n; r++) parallel_for(items, nothing, NULL, 1.0);
         if (pass) printf("  an empty loop of %d items: %.2f us\n", items, 1e6 * (now_seconds() - t0) / n);
     }
-    free(x), free(out), free(x16), free(out16);
+    free_lines(x), free_lines(out), free_lines(x16), free_lines(out16);
     model_free(&m);
     return 0;
 }
