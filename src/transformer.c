@@ -162,10 +162,14 @@ static int rounds_inputs(const Model *m, const RunState *s, int T) {
     return T == 1 && m->cfg.n_layers > 0 && form(m, m->layers[0].qkv_w, s, T).bf16 != NULL;
 }
 
+Packed transformer_step_form(const Model *m, Packed w, int B) {
+    RunState s = {.B = B};
+    return form(m, w, &s, 1);
+}
+
 const char *transformer_step_products(const Model *m, int B) {
     if (m->cfg.n_layers == 0) return "float32";
-    RunState s = {.B = B};
-    Packed w = form(m, m->layers[0].qkv_w, &s, 1);
+    Packed w = transformer_step_form(m, m->layers[0].qkv_w, B);
     return w.q8 ? "int8" : w.amx ? "AMX" : w.bf16 ? "bfloat16" : "float32";
 }
 

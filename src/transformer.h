@@ -40,6 +40,8 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
 /* What a run of batch B takes a step's products on: "int8" (matmul_q8.h), "AMX" (bfloat16 on
  * the tiles, matmul_amx.h), "bfloat16" (vdpbf16ps, matmul.h) or "float32". */
 const char *transformer_step_products(const Model *m, int B);
+/* A weight as a step of a run of batch B takes it: the kernels it does not run on left out. */
+Packed transformer_step_form(const Model *m, Packed w, int B);
 /* The inputs of positions t0 .. t0+T-1 for image x [N]: position t sees x[t-1], BOS at 0. */
 void input_tokens(int *tok, const unsigned char *x, int t0, int T);
 

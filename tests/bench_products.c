@@ -9,7 +9,7 @@
  * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
  * (its weights stay in the caches), then each product by itself, and last a parallel loop of
  * empty items (what a loop's start and end cost). A product runs on the kernel a step of ROWS
- * images takes (transformer.c's form(): 8-bit weights, AMX tiles, AVX512-BF16, float32). */
+ * images takes (transformer_step_form: 8-bit weights, AMX tiles, AVX512-BF16, float32). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +23,14 @@
 
 typedef struct { const char *name; Packed W; const float *b; int n_in, n_out, act; } Product;
 
-/* The layer's products as a step of `rows` images takes them: the 8-bit weights only in runs of
- * at most m->q8_batch images (transformer.c's form()). */
+/* The layer's products on the kernels a step of `rows` images takes (transformer_step_form). */
 static void layer_products(const Model *m, int l, int rows, Product p[4]) {
-    LayerWeights w = m->layers[l];
+    const LayerWeights *w = &m->layers[l];
     int d = m->cfg.d, ff = m->cfg.d_ff, act = m->cfg.gelu ? MATMUL_GELU : MATMUL_RELU;
-    if (rows > m->q8_batch) w.qkv_w.q8 = w.out_w.q8 = w.ff1_w.q8 = w.ff2_w.q8 = NULL;
-    p[0] = (Product){"qkv", w.qkv_w, w.qkv_b, d, 3 * d, MATMUL_NONE};
-    p[1] = (Product){"out", w.out_w, w.out_b, d, d, MATMUL_NONE};
-    p[2] = (Product){"ff1", w.ff1_w, w.ff1_b, d, ff, act};
-    p[3] = (Product){"ff2", w.ff2_w, w.ff2_b, ff, d, MATMUL_NONE};
+    p[0] = (Product){"qkv", transformer_step_form(m, w->qkv_w, rows), w->qkv_b, d, 3 * d, MATMUL_NONE};
+    p[1] = (Product){"out", transformer_step_form(m, w->out_w, rows), w->out_b, d, d, MATMUL_NONE};
+    p[2] = (Product){"ff1", transformer_step_form(m, w->ff1_w, rows), w->ff1_b, d, ff, act};
+    p[3] = (Product){"ff2", transformer_step_form(m, w->ff2_w, rows), w->ff2_b, ff, d, MATMUL_NONE};
 }
 
 static float *x, *out;
@@ -59,7 +57,7 @@ int main(int argc, char **argv) {
     threads_set(threads);
     cli_stop_blas_threads();   /* as lingen does: OpenBLAS's idle threads would spin beside ours */
     size_t wide = (size_t)MATMUL_ROUNDED_ROWS(rows) * (c->d_ff > 3 * c->d ? c->d_ff : 3 * c->d);
-    /* on cache lines, as a step's buffers are (a tile row of 64 bytes across two lines loads slower) */
+    /* on cache lines, as a step's buffers are */
     x = try_calloc_lines(wide, sizeof *x, "inputs", &e);
     out = x ? try_calloc_lines(wide, sizeof *out, "outputs", &e) : NULL;
     x16 = out ? try_calloc_lines(wide, sizeof *x16, "inputs", &e) : NULL;
