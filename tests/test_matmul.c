@@ -310,17 +310,18 @@ static void test_store_rows(void **state) {
 /* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
  * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
  * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
- * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready. */
+ * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready; 64 and 96
+ * rows on 2 threads split by rows, a thread's own (on the tiles two and three row tiles each). */
 static void test_rounded(void **state) {
     (void)state;
     if (!matmul_bf16_ready()) skip();
-    const int rows[] = {1, 5, 16, 20, 64}, shapes[][2] = {{256, 96}, {64, 256}, {40, 64}, {64, 40}};
+    const int rows[] = {1, 5, 16, 20, 64, 96}, shapes[][2] = {{256, 96}, {64, 256}, {40, 64}, {64, 40}};
     unsigned seed = 11;
     for (int t = 1; t <= 2; t++) {
         threads_set(t);
         for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
             for (int amx = 0; amx <= matmul_amx_ready(); amx++) {
-                int n_in = shapes[s][0], n_out = shapes[s][1], R = MATMUL_ROUNDED_ROWS(64) + 16;
+                int n_in = shapes[s][0], n_out = shapes[s][1], R = MATMUL_ROUNDED_ROWS(96) + 16;
                 float *W = malloc(sizeof(float) * n_in * n_out), *x = malloc(sizeof(float) * R * n_in), b[256];
                 uint16_t *H = malloc(sizeof(uint16_t) * n_in * n_out), *x16 = malloc(sizeof(uint16_t) * R * n_in);
                 uint16_t *out16 = malloc(sizeof(uint16_t) * R * n_out), *want16 = malloc(sizeof(uint16_t) * n_out);
