@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 read -r -a LG <<< "${LINGEN:-./lingen}"
 PY=${PYTHON:-/usr/bin/python3}
 MODEL=${MODEL:-models/mnist.bin}
+case $MODEL in /*) ;; *) MODEL=$PWD/$MODEL ;; esac   # the PyTorch side runs from scripts/
 OUT=${BENCH_OUT:-bench}
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"
@@ -122,7 +123,7 @@ for B in $batches; do
       steps=200; lg=$(ips "$TWO" -n 4 --batch 1 --threads 2)
       tiles+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
     fi
-    tj=$(cd scripts && for dt in "" --bf16 --int8; do taskset -c "$TWO" "$PY" bench_torch.py "../$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
+    tj=$(cd scripts && for dt in "" --bf16 --int8; do taskset -c "$TWO" "$PY" bench_torch.py "$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
     echo "$tj" >> "$OUT/runs.txt"
     read -r tips tdt tname <<< "$(echo "$tj" | "$PY" -c 'import json,sys; j=max((json.loads(l) for l in sys.stdin if l.startswith("{")), key=lambda r: r["images_per_s"]); print("%.4g" % j["images_per_s"], j["dtype"], "PyTorch %s (BLAS %s, MKL %s, oneDNN %s%s)" % (j["torch"], j["blas"], "yes" if j["mkl"] else "no", "yes" if j["onednn"] else "no", ", " + j["cpu_capability"] if j["cpu_capability"] else ""))')"
     lgs+=("$lg") tps+=("$tips $tdt")
