@@ -315,12 +315,13 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
         while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
         while (tiles > (bf16 ? 2 : 1) && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
             tiles = (tiles + 1) / 2;   /* the bfloat16 kernel takes row tiles in twos */
-        /* A step's rows split evenly, at least two row tiles a thread: each thread its own rows, all
-         * the columns, in two items (a thread done early takes another's second). The threads' ranges
+        /* A step's rows split evenly, a row tile or more a thread: each thread its own rows, all the
+         * columns, in two items (a thread done early takes another's second). The threads' ranges
          * (threads.c) then give every thread the rows that it wrote and will read next in the step's
          * other loops (layer norms, attention, residuals: rows in order too), so no input comes from
-         * another core's cache (batch 64 on 2 Xeon threads: 1.26x, each of 10 alternating pairs). */
-        if (bf16 && threads > 1 && row_tiles % threads == 0 && row_tiles >= 2 * threads && pairs > 1)
+         * another core's cache. Xeon, alternating: batch 64 on 2 threads 1.26x (10 pairs), batch 256
+         * on 16 (one tile a thread, though the kernel takes tiles in twos) 1.19x (5 rounds). */
+        if (bf16 && threads > 1 && row_tiles % threads == 0 && row_tiles >= threads && pairs > 1)
             tiles = row_tiles / threads, per = (pairs + 1) / 2;
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
         Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch,

@@ -310,12 +310,12 @@ static void test_store_rows(void **state) {
 /* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
  * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
  * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
- * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready; 64 and 96
- * rows on 2 threads split by rows, a thread's own (on the tiles two and three row tiles each). */
+ * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready; 20 to 96 rows
+ * on 2 threads split by rows, a thread's own (on the tiles 1, 1, 2 and 3 row tiles each). */
 static void test_rounded(void **state) {
     (void)state;
     if (!matmul_bf16_ready()) skip();
-    const int rows[] = {1, 5, 16, 20, 64, 96}, shapes[][2] = {{256, 96}, {64, 256}, {40, 64}, {64, 40}};
+    const int rows[] = {1, 5, 16, 20, 32, 64, 96}, shapes[][2] = {{256, 96}, {64, 256}, {40, 64}, {64, 40}};
     unsigned seed = 11;
     for (int t = 1; t <= 2; t++) {
         threads_set(t);
