@@ -472,11 +472,13 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
      * end: each panel is then read by several blocks, from the shared cache. */
-    while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
     /* A step's rows split evenly, a block a thread: each thread takes its own rows, as in the
      * step's other loops, so its inputs are in its own cache (matmul_amx.c says more; batch 64 on
      * 2 EPYC threads: 1.05x, 9 of 10 alternating pairs faster) */
-    if (threads > 1 && rows % threads == 0 && rows / threads >= 2 * MR && rows <= threads * MB) mb = rows / threads;
+    int share = threads_even_share(rows, 2 * MR);
+    if (share && share <= MB) mb = share;
+    else
+        while (mb > MR && (size_t)((rows + mb - 1) / mb) * np < 4 * (size_t)threads) mb = (mb / 2 + MR - 1) / MR * MR;
     int nb = (rows + mb - 1) / mb;
     /* one or two rows: panels in groups, as large as still gives every thread two items */
     int G = group_max(rows);

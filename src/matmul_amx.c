@@ -310,19 +310,19 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
         int n = rows - r0 < CHUNK ? rows - r0 : CHUNK, row_tiles = (n + TR - 1) / TR;
         size_t need = (size_t)pieces * row_tiles * TR * ld;
         if (!x16 && need > scratch_size) free(scratch), scratch = xmalloc(need * sizeof *scratch), scratch_size = need;
-        /* one pair an item before the rows are split: each item streams its pairs' weights once */
-        int per = pairs, tiles = row_tiles;
-        while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
-        while (tiles > (bf16 ? 2 : 1) && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
-            tiles = (tiles + 1) / 2;   /* the bfloat16 kernel takes row tiles in twos */
         /* A step's rows split evenly, a row tile or more a thread: each thread its own rows, all the
          * columns, in two items (a thread done early takes another's second). The threads' ranges
          * (threads.c) then give every thread the rows that it wrote and will read next in the step's
          * other loops (layer norms, attention, residuals: rows in order too), so no input comes from
          * another core's cache. Xeon, alternating: batch 64 on 2 threads 1.26x (10 pairs), batch 256
          * on 16 (one tile a thread, though the kernel takes tiles in twos) 1.19x (5 rounds). */
-        if (bf16 && threads > 1 && row_tiles % threads == 0 && row_tiles >= threads && pairs > 1)
-            tiles = row_tiles / threads, per = (pairs + 1) / 2;
+        int share = bf16 && pairs > 1 ? threads_even_share(row_tiles, 1) : 0;
+        int per = share ? (pairs + 1) / 2 : pairs, tiles = share ? share : row_tiles;
+        if (!share) {   /* one pair an item before the rows are split: each item streams its pairs' weights once */
+            while (per > 1 && (size_t)((pairs + per - 1) / per) < enough) per = (per + 1) / 2;
+            while (tiles > (bf16 ? 2 : 1) && (size_t)((pairs + per - 1) / per) * ((row_tiles + tiles - 1) / tiles) < enough)
+                tiles = (tiles + 1) / 2;   /* the bfloat16 kernel takes row tiles in twos */
+        }
         int col_groups = (pairs + per - 1) / per, items = col_groups * ((row_tiles + tiles - 1) / tiles);
         Product q = {out + (size_t)r0 * n_out, x + (size_t)r0 * n_in, b, W, scratch,
                      x16 ? x16 + (size_t)r0 * ld : scratch, out16 ? out16 + (size_t)r0 * n_out : NULL,

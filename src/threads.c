@@ -255,6 +255,11 @@ int threads_set(int n) {
 
 int threads_count(void) { return n_threads ? n_threads : threads_set(n_wanted); }
 
+int threads_even_share(int n, int min) {
+    int t = threads_count();
+    return t > 1 && n % t == 0 && n / t >= min && n > 0 ? n / t : 0;
+}
+
 /* Whether the other threads help. When they do not get a core (another program has it), an
  * item that one of them took before it was descheduled holds its loop up for a time slice, and
  * the caller alone would have been faster. Loop times are noisy (a rare slow loop costs as

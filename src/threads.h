@@ -23,6 +23,11 @@
 int threads_set(int n);
 /* Threads in use (starting the default set on the first call). */
 int threads_count(void);
+/* n units (rows, row tiles) split into one contiguous share a thread, in thread order, as a
+ * loop's items are dealt out: the units a thread gets where there are several threads, they
+ * divide n evenly and each gets at least `min`; else 0. A loop whose items follow these shares
+ * gives every thread the same units as every other such loop. */
+int threads_even_share(int n, int min);
 /* Cores this process may run on: sched_getaffinity (taskset, cgroup cpusets), and no more than
  * a cgroup v2 CPU quota allows (a container's --cpus). */
 int threads_usable_cores(void);

@@ -310,8 +310,9 @@ static void test_store_rows(void **state) {
 /* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
  * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
  * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
- * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready; 20 to 96 rows
- * on 2 threads split by rows, a thread's own (on the tiles 1, 1, 2 and 3 row tiles each). */
+ * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready. On 2 threads
+ * a product splits by rows, a thread's own: on the tiles from 20 rows (1, 1, 2 and 3 row tiles
+ * a thread at 20, 32, 64 and 96), in matmul.c from 64 (threads_even_share). */
 static void test_rounded(void **state) {
     (void)state;
     if (!matmul_bf16_ready()) skip();

@@ -292,6 +292,22 @@ static void test_profile(void **state) {
     free(c);
 }
 
+/* threads_even_share: a share only where it covers n exactly, one a thread, at least min each,
+ * and only with several threads; 0 in every other case. */
+static void test_even_share(void **state) {
+    (void)state;
+    for (int t = 1; t <= 4; t++) {
+        threads_set(t);
+        for (int n = 0; n <= 40; n++)
+            for (int min = 1; min <= 3; min++) {
+                int s = threads_even_share(n, min);
+                if (s) assert_true(t > 1 && s * t == n && s >= min);
+                else assert_true(t == 1 || n == 0 || n % t != 0 || n / t < min);
+            }
+    }
+    threads_set(0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile),
@@ -302,6 +318,7 @@ int main(void) {
         cmocka_unit_test(test_short_job_decides_early),
         cmocka_unit_test(test_together_when_others_help),
         cmocka_unit_test(test_usable_cores),
+        cmocka_unit_test(test_even_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
