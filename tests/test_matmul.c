@@ -129,13 +129,26 @@ static void check(int rows, int n_in, int n_out) {
                 Wq[o * n_in + i] = matmul_q8_get(Q, n_in, o, i);
                 assert_true(fabsf(Wq[o * n_in + i] - W[o * n_in + i]) <= m / 127 * (1 + 0x1p-7f) * 0.5001f);
             }
+        /* x as the product takes it: each row as integers within half a step of x, the step its
+         * largest / 32767 */
+        float *xq = malloc(sizeof(float) * rows * n_in);
+        for (int r = 0; r < rows; r++) {
+            float m = 0;
+            for (int i = 0; i < n_in; i++) m = fmaxf(m, fabsf(x[r * n_in + i]));
+            for (int i = 0; i < n_in; i++) xq[r * n_in + i] = m == 0 ? 0 : (float)(m / 32767 * (double)nearbyintf(x[r * n_in + i] * (32767.0f / m)));
+        }
         Packed P = {Wh, 1, NULL, NULL, Q};
-        for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-        matmul(again, x, P, b, rows, n_in, n_out);
-        expect_near("int8", again, x, Wq, b, rows, n_in, n_out, 1e-6);
+        for (int vnni = 0; vnni <= 1; vnni++) {   /* vpdpwssd, where the processor has it: the same bits */
+            matmul_q8_vnni(vnni);
+            for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
+            matmul(again, x, P, b, rows, n_in, n_out);
+            expect_near("int8", again, xq, Wq, b, rows, n_in, n_out, 1e-6);
+            if (vnni) assert_memory_equal(again, relu, sizeof(float) * rows * n_out);
+            memcpy(relu, again, sizeof(float) * rows * n_out);
+        }
         matmul_ex(relu, x, P, b, rows, n_in, n_out, MATMUL_RELU);
         for (int i = 0; i < rows * n_out; i++) assert_true(relu[i] == (again[i] > 0 ? again[i] : 0));
-        free(Q); free(Wq); free(relu);
+        free(Q); free(Wq); free(relu); free(xq);
     }
     free(again);
     free(W); free(x); free(b); free(out); free(Wf); free(H); free(Wh);
