@@ -25,6 +25,7 @@
 
 #define Q8_MR 4    /* rows at a time: 4 x 2 sums and 4 x 2 block sums in registers */
 #define Q8_ROWS 16 /* rows an item takes, Q8_MR at a time, against one panel */
+#define Q8_SMALL 16384 /* bytes of x as integers that matmul_q8 keeps on its stack */
 
 int matmul_q8_batch(void) {
     const char *env = getenv("LINGEN_INT8");
@@ -219,7 +220,7 @@ int matmul_q8_vnni(int want) {
 typedef struct {
     float *out, *sx;
     const float *x, *b;
-    const int16_t *qx;
+    int16_t *qx;
     const void *W;
     int rows, n_in, n_out, act, row_blocks, group, ldq, vnni;   /* group: panels an item takes (one row) */
 } Product;
@@ -229,11 +230,11 @@ static void quantize_item(void *ctx, int item, int thread) {
     (void)thread;
     const Product *q = ctx;
     for (int r = item * Q8_ROWS; r < q->rows && r < (item + 1) * Q8_ROWS; r++)
-        quantize_row((int16_t *)q->qx + (size_t)r * q->ldq, q->sx + r, q->x + (size_t)r * q->n_in, q->n_in);
+        quantize_row(q->qx + (size_t)r * q->ldq, q->sx + r, q->x + (size_t)r * q->n_in, q->n_in);
 }
 
-/* R rows against P panels, with vnni a constant in each instance. */
-static void rows_vnni(int R, int P, int vnni, const Product *q, int r, int p, int ncols) {
+/* R rows against P panels: R, P and vnni constants in each instance of panel_rows. */
+static void rows_panels(int R, int P, int vnni, const Product *q, int r, int p, int ncols) {
     float *o = q->out + (size_t)r * q->n_out + p * Q8_NR;
     const float *b = q->b ? q->b + p * Q8_NR : NULL;
     const int16_t *qx = q->qx + (size_t)r * q->ldq;
@@ -262,9 +263,9 @@ static void product_item(void *ctx, int item, int thread) {
     int r1 = r0 + Q8_ROWS < q->rows ? r0 + Q8_ROWS : q->rows, P = panels(q->n_out) - p < q->group ? panels(q->n_out) - p : q->group;
     int ncols = q->n_out - (p + P - 1) * Q8_NR < Q8_NR ? q->n_out - (p + P - 1) * Q8_NR : Q8_NR;
     for (int r = r0; r < r1; r += Q8_MR) {
-        if (P == 4 || P == 2 || P == 1) rows_vnni(r1 - r < Q8_MR ? r1 - r : Q8_MR, P, q->vnni, q, r, p, ncols);
+        if (P == 4 || P == 2 || P == 1) rows_panels(r1 - r < Q8_MR ? r1 - r : Q8_MR, P, q->vnni, q, r, p, ncols);
         else   /* groups come at one row only (matmul_q8); a last, odd group panel by panel */
-            for (int j = 0; j < P; j++) rows_vnni(1, 1, q->vnni, q, r, p + j, j < P - 1 ? Q8_NR : ncols);
+            for (int j = 0; j < P; j++) rows_panels(1, 1, q->vnni, q, r, p + j, j < P - 1 ? Q8_NR : ncols);
     }
     if (q->act && q->act != MATMUL_RELU)
         matmul_activate(q->out + (size_t)r0 * q->n_out + p * Q8_NR, q->n_out, r1 - r0, (P - 1) * Q8_NR + ncols, q->act);
@@ -274,9 +275,13 @@ void matmul_q8(float *out, const float *x, const void *W, const float *b, int ro
     int row_blocks = (rows + Q8_ROWS - 1) / Q8_ROWS, np = panels(n_out), group = 1, ldq = blocks(n_in) * Q8_KB;
     /* one row: panels in groups of up to 4, as large as still gives every thread two items */
     while (rows == 1 && group < 4 && (np + 2 * group - 1) / (2 * group) >= 2 * threads_count()) group *= 2;
-    float *sx = xmalloc((size_t)rows * (sizeof(float) + ldq * sizeof(int16_t)));
+    /* x as integers: on the stack where it fits (a step at batch 1 or a few), so the step loop
+     * allocates nothing */
+    float small[Q8_SMALL / sizeof(float)];
+    size_t bytes = (size_t)rows * (sizeof(float) + ldq * sizeof(int16_t));
+    float *sx = bytes <= sizeof small ? small : xmalloc(bytes);
     Product q = {out, sx, x, b, (int16_t *)(sx + rows), W, rows, n_in, n_out, act, row_blocks, group, ldq, matmul_q8_vnni(-1)};
     parallel_for_if(rows > Q8_ROWS, row_blocks, quantize_item, &q, (double)rows * n_in);
     parallel_for((np + group - 1) / group * row_blocks, product_item, &q, (double)rows * n_in * n_out);
-    free(sx);
+    if (sx != small) free(sx);
 }
