@@ -1,4 +1,5 @@
 /* lingen info: a model's configuration, size, and the per-image memory of its attention. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +65,14 @@ int cmd_info(int argc, char **argv) {
     printf("width        d = %d = %d heads x %d, d_ff = %d\n", c->d, c->n_heads, c->d_head, c->d_ff);
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
     const Packed *w = &m.layers[0].qkv_w;
+    char q8[64];
+    if (m.q8_batch == INT_MAX) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps, LINGEN_INT8=1)");
+    else if (m.q8_batch == 1) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batch 1)");
+    else snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batches 1-%d)", m.q8_batch);
     printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m.n_params, m.n_params * 4 / 1e6,
            m.arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
            w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "",
-           !w->q8 ? "" : m.q8_batch == 1 ? ", again as 8-bit integers (the steps at batch 1)"
-                                          : ", again as 8-bit integers (the steps, LINGEN_INT8=1)");
+           !w->q8 ? "" : q8);
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;

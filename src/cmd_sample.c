@@ -107,8 +107,8 @@ int cmd_sample(int argc, char **argv) {
                        "SIGTERM writes the images finished so far and exits with code 130 or 143.\n"
                        "-o - writes the PNG to standard output. On a CPU with AVX512-BF16 the layers'\n"
                        "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3); at\n"
-                       "batch 1 on a CPU with AMX on 8-bit weights, where memory is the limit (bits/dim\n"
-                       "within 1e-3 too; LINGEN_INT8=1 at every batch, LINGEN_INT8=0 never).",
+                       "small batches on a CPU with AVX512-VNNI too on 8-bit weights, where memory is\n"
+                       "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     if (cli_check_png_name("sample", out)) return 2;

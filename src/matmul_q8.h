@@ -1,8 +1,8 @@
-/* y = x W^T + b with W held as 8-bit integers: a sampling step at batch 1 streams every weight
- * from memory and does almost no arithmetic on it, so half the bytes of bfloat16 is up to twice
- * the speed where memory is the limit. A run takes them at batch 1 where its steps would
- * otherwise run on AMX tiles (on 2 Xeon cores, which stream 12.7 MB of bfloat16 weights a step
- * at 30-45 GB/s: 1.4-1.5x), at every batch with LINGEN_INT8=1, never with LINGEN_INT8=0.
+/* y = x W^T + b with W held as 8-bit integers: a sampling step at a small batch streams every
+ * weight from memory and does little arithmetic on it, so half the bytes of bfloat16 is up to
+ * twice the speed where memory is the limit. A run takes them where the processor has
+ * AVX512-VNNI and AVX512-BF16, at the batches matmul_q8_batch gives, at every batch with
+ * LINGEN_INT8=1, never with LINGEN_INT8=0.
  *
  * W is cut into blocks of 32 inputs of one output, each held as 32 integers q in -127..127 and a
  * scale s = max |w| / 127 of the block, rounded up to bfloat16 (2 bytes, the idea of llama.cpp's
@@ -28,9 +28,9 @@
 #define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 2)   /* bytes */
 
 /* The largest batch whose steps take 8-bit weights, for a model loaded now (0: none, so the model
- * holds none): LINGEN_INT8=1 every batch, LINGEN_INT8=0 none, else 1 where the tiles would take
- * the steps (matmul_amx_ready and matmul_bf16_ready), elsewhere none (on an AMD EPYC, whose
- * caches hold the bfloat16 weights, 8-bit weights were 0.85-1.08x at batch 1). */
+ * holds none): LINGEN_INT8=1 every batch, LINGEN_INT8=0 none; else, where the processor has
+ * AVX512-VNNI and AVX512-BF16, the batches measured faster on them than on bfloat16 (4; 1 where
+ * AMX tiles take the larger ones), elsewhere none. */
 int matmul_q8_batch(void);
 /* Bytes a packed [n_out, n_in] weight takes. */
 size_t matmul_q8_bytes(int n_in, int n_out);

@@ -153,14 +153,14 @@ static int list_weights(Model *m, Want *w) {
 static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
 #define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
 #define HUGE_PAGE ((size_t)2 << 20)   /* bytes: the arena starts on a 2 MB page where it fills one */
-/* A float16 weight may be held up to three times, one after the other, each on a cache line:
+/* A float16 weight may be held up to four times, one after the other, each on a cache line:
  * packed for matmul.c's kernel (the parallel form's products, exact in float32); where the
  * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
  * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
  * where it has AMX, packed for the tiles (the parallel form's products, and the steps' in
  * bfloat16 where both are held: transformer.c); and as 8-bit integers for the steps of the
- * batches that take them (matmul_q8.h: batch 1 where the tiles are; with LINGEN_INT8=1 every
- * batch, and then in place of the bfloat16 copy). */
+ * batches that take them (matmul_q8.h: the smallest, where the processor has AVX512-VNNI; with
+ * LINGEN_INT8=1 every batch, and then in place of the bfloat16 copy). */
 static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
@@ -173,11 +173,11 @@ static int held_bf16(const Want *w) {
     return held_half(w) && matmul_bf16_ready() && not_head(w) && matmul_q8_batch() != INT_MAX;
 }
 static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
-/* every weight but the head's with LINGEN_INT8=1; else, for batch 1, the weights whose steps
- * would run on the tiles (matmul_q8_batch) */
+/* every weight but the head's with LINGEN_INT8=1; else, for the small batches that take them
+ * (matmul_q8_batch), the weights whose larger batches' steps run in bfloat16 */
 static int held_q8(const Want *w) {
     int most = matmul_q8_batch();
-    return not_head(w) && (most == INT_MAX || (most > 0 && held_bf16(w) && held_amx(w)));
+    return not_head(w) && (most == INT_MAX || (most > 0 && held_bf16(w)));
 }
 static size_t bf16_floats(const Want *w) { return (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t amx_floats(const Want *w) { return (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }

@@ -53,7 +53,8 @@ typedef struct {
     size_t arena_floats;       /* its size in floats: the tensors, the panels' padding, the alignment */
     size_t n_params;
     int q8_batch;              /* steps of runs of at most this many images take the 8-bit weights
-                                * (matmul_q8_batch: 0 none, 1 where the steps run on AMX tiles) */
+                                * (matmul_q8_batch: 0 none; 1 or 4 where the processor has
+                                * AVX512-VNNI; INT_MAX with LINGEN_INT8=1) */
     int n_meta;                /* metadata, all strings */
     char **meta_keys, **meta_vals;
 } Model;

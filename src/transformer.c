@@ -144,7 +144,7 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
  * multiply-adds per instruction), on the tiles where it holds those too (one tile product per
  * value: 1.4x at batch 8, 2.1x at 64 on 2 Xeon cores), else in float32 on matmul.c's kernel;
  * on 8-bit weights, before all the others, in runs of a batch that takes them (Model.q8_batch:
- * batch 1, where every step streams the weights and the tiles were 0.8-0.95x vdpbf16ps). The
+ * the small batches, whose steps stream the weights from memory: matmul_q8.h). The
  * kernel is the run's: each image of it gets the same. Between runs of other batches images can
  * differ in the last bits of a sum and then in a draw: the tiles' float32 sums of the same
  * bfloat16 products are not vdpbf16ps's nor the 8-bit weights' (on a Xeon the first two

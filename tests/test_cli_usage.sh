@@ -111,12 +111,12 @@ expect 0 "sample --json - " $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json -
 $L sample -m $LM -n 1 -t 1 -o "$T/k.png" --json - 2> "$T/err" > "$T/stdout"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["images"] == 1' "$T/stdout" && ok "--json -: stdout is the JSON alone" || bad "--json -: stdout is not JSON"
 grep -q "sampled 1 image" "$T/err" && ok "--json -: the text went to stderr" || bad "--json -: no text on stderr"
-# the shipped model's products: bfloat16 where the processor has AVX512-BF16 (and where it has AMX
-# too, 8-bit weights at batch 1), float32 with LINGEN_BF16=0, 8-bit weights with LINGEN_INT8=1
-# at every batch and never with LINGEN_INT8=0
+# the shipped model's products: bfloat16 where the processor has AVX512-BF16 (and where it has
+# AVX512-VNNI too, 8-bit weights at its small batches), float32 with LINGEN_BF16=0, 8-bit weights with
+# LINGEN_INT8=1 at every batch and never with LINGEN_INT8=0
 cpu=float32; grep -qw avx512_bf16 /proc/cpuinfo && cpu=bfloat16
-one=$cpu; [ $cpu = bfloat16 ] && grep -qw amx_tile /proc/cpuinfo && one=int8
-for run in "default 2 $cpu" "default 1 $one" "LINGEN_INT8=0 1 $cpu" "LINGEN_BF16=0 1 float32" "LINGEN_INT8=1 2 int8"; do
+one=$cpu; [ $cpu = bfloat16 ] && grep -qw avx512_vnni /proc/cpuinfo && one=int8
+for run in "default 8 $cpu" "default 1 $one" "LINGEN_INT8=0 1 $cpu" "LINGEN_BF16=0 1 float32" "LINGEN_INT8=1 2 int8"; do
   set -- $run
   expect 0 "sample models/mnist.bin -n $2, $1" env ${1#default} $L sample -n $2 -t 1 -o "$T/p.png" --json "$T/p.json"
   python3 - "$T/p.json" "$T/out" "$3" <<'PY' && ok "sample -n $2, $1: $3 products, in the JSON and the text" || bad "sample -n $2, $1: not $3 products"

@@ -13,6 +13,7 @@
 #include "dmol.h"
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "matmul_q8.h"
 #include "model.h"
 #include "safetensors.h"
 #include "transformer.h"
@@ -230,7 +231,7 @@ static Model load_int8(const char *path, const char *env) {
 /* A run's batch picks its steps' kernel (transformer.c's form): runs of at most Model.q8_batch
  * images take the 8-bit weights, larger ones the others, and each image of a run gets the same.
  * LINGEN_INT8 sets it as the model loads: 1 every batch, 0 none (no 8-bit copy held); unset,
- * batch 1 where the steps would run on AMX tiles, else none. */
+ * the small batches where the processor has AVX512-VNNI (and AVX512-BF16), else none. */
 static void test_int8_batch(void **st) {
     (void)st;
     enum { P = 5, K_MAX = 30 };
@@ -264,13 +265,16 @@ static void test_int8_batch(void **st) {
     assert_string_not_equal(transformer_step_products(&m, 1), "int8");
     model_free(&m);
 
-    m = load_int8("models/mnist.bin", NULL);   /* float16 weights, as the tiles take them */
-    int tiles = matmul_amx_ready() && matmul_bf16_ready();
-    assert_int_equal(m.q8_batch, tiles);
-    assert_true((m.layers[0].qkv_w.q8 != NULL) == tiles);
+    m = load_int8("models/mnist.bin", NULL);   /* float16 weights: the small batches where VNNI is */
+    int small = m.q8_batch, bf16 = matmul_bf16_ready();
+    const char *larger = matmul_amx_ready() && bf16 ? "AMX" : bf16 ? "bfloat16" : "float32";
+    assert_int_equal(small > 0, bf16 && matmul_q8_vnni(-1));
+    assert_true(small >= 0 && small < 64);
+    assert_true((m.layers[0].qkv_w.q8 != NULL) == (small > 0));
     assert_null(m.head_w.q8);
-    assert_string_equal(transformer_step_products(&m, 1), tiles ? "int8" : matmul_bf16_ready() ? "bfloat16" : "float32");
-    assert_string_equal(transformer_step_products(&m, 2), tiles ? "AMX" : matmul_bf16_ready() ? "bfloat16" : "float32");
+    for (int B = 1; B <= small; B++) assert_string_equal(transformer_step_products(&m, B), "int8");
+    assert_string_equal(transformer_step_products(&m, small + 1), larger);
+    assert_string_equal(transformer_step_products(&m, 64), larger);
     model_free(&m);
     m = load_int8(FIXTURE("tiny-linear-mnist.bin"), NULL);   /* float32 weights: the steps never on the tiles */
     assert_null(m.layers[0].qkv_w.q8);
