@@ -238,6 +238,27 @@ class Int8(unittest.TestCase):
                 self.assertLessEqual(q.abs().max().item(), 127 + 1e-3, name)
                 self.assertTrue(((w[:, k:k + 32] - w0[:, k:k + 32]).abs() <= s / 2 * 1.0001).all(), name)
 
+    def test_round_int8_inputs_by_rows(self):
+        """evaluate.py --int8: a Linear's input rows as the kernel takes them, each a multiple of
+        its largest / 32767 within half of that, the largest itself kept; an all-zero row stays."""
+        from evaluate import round_int8
+        torch.manual_seed(1)
+        lin = torch.nn.Sequential(torch.nn.Linear(40, 3))
+        round_int8(lin)
+        seen = []
+        lin[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0].detach().clone()))
+        x = torch.randn(5, 40) * torch.tensor([1.0, 1e-3, 1e3, 0.0, 7.0])[:, None]
+        lin(x)
+        xr = seen[0]   # the hook above runs after round_int8's
+        t = x.abs().amax(1, keepdim=True) / 32767
+        self.assertTrue(torch.equal(xr[3], torch.zeros(40)))
+        keep = t[:, 0] > 0
+        q = xr[keep] / t[keep]
+        self.assertLess((q - q.round()).abs().max().item(), 0.02)
+        self.assertTrue(((xr - x).abs() <= t / 2 * 1.0001 + 1e-30).all())
+        self.assertTrue(torch.allclose(xr.abs().amax(1), x.abs().amax(1), rtol=1e-6))
+        self.assertFalse(torch.equal(xr, x))
+
 
 if __name__ == "__main__":
     unittest.main()
