@@ -9,7 +9,7 @@
 #   4. lingen against PyTorch's step form (scripts/bench_torch.py; the fastest of its float32,
 #      bfloat16 and dynamically quantized 8-bit products) at batch 64 and 1, 2 cores, two
 #      alternating rounds; at batch 1 also lingen without 8-bit weights (LINGEN_INT8=0; the
-#      default takes them there where the processor has AMX) in the same rounds;
+#      default takes them there where the processor has AVX512-VNNI) in the same rounds;
 #   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
 #      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
 # Environment (nothing is built here):
@@ -108,20 +108,20 @@ say "ceiling (batch 64, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.s \([0
 echo "== 4. lingen against PyTorch's step form, same weights, 2 cores"
 # Two alternating rounds at each batch, their images/s added: lingen, then PyTorch's products in
 # float32, in bfloat16 (as lingen's steps where the processor has AVX512-BF16) and on 8-bit
-# weights (as lingen's at batch 1 where it has AMX); the fastest is the round's peer
+# weights (as lingen's at small batches where it has AVX512-VNNI); the fastest is the round's peer
 batches="64 1"
 if ! "$PY" -c 'import torch' 2> /dev/null; then
   say "vs PyTorch: skipped, $PY cannot import torch (PYTHON= names one that can)"
   batches=
 fi
 for B in $batches; do
-  lgs=() tps=() tiles=()
+  lgs=() tps=() no8=()
   for r in 1 2; do
     if [ "$B" = 64 ]; then
       steps=50; if [ "$r" = 1 ]; then lg=$ips64; else lg=$(ips "$TWO" -n 64 --batch 64 --threads 2); fi
     else
       steps=200; lg=$(ips "$TWO" -n 4 --batch 1 --threads 2)
-      tiles+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
+      no8+=("$(LINGEN_INT8=0 ips "$TWO" -n 4 --batch 1 --threads 2)")   # the same, never on 8-bit weights
     fi
     tj=$(cd scripts && for dt in "" --bf16 --int8; do taskset -c "$TWO" "$PY" bench_torch.py "$MODEL" --batch $B --steps $steps --threads 2 $dt || true; done)
     echo "$tj" >> "$OUT/runs.txt"
@@ -130,8 +130,8 @@ for B in $batches; do
   done
   goal=4; [ "$B" = 1 ] && goal=7
   say "vs $tname, batch $B: lingen at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tps[@]%% *}")")x (${lgs[*]} vs ${tps[0]}, ${tps[1]} images/s, two rounds; goal >= $goal)"
-  [ ${#tiles[@]} -gt 0 ] &&
-    say "vs $tname, batch $B, LINGEN_INT8=0: lingen at $(ratio "$(sum "${tiles[@]}")" "$(sum "${tps[@]%% *}")")x (${tiles[*]} images/s, in the same rounds; the default at $(ratio "$(sum "${lgs[@]}")" "$(sum "${tiles[@]}")")x this)"
+  [ ${#no8[@]} -gt 0 ] &&
+    say "vs $tname, batch $B, LINGEN_INT8=0: lingen at $(ratio "$(sum "${no8[@]}")" "$(sum "${tps[@]%% *}")")x (${no8[*]} images/s, in the same rounds; the default at $(ratio "$(sum "${lgs[@]}")" "$(sum "${no8[@]}")")x this)"
 done
 
 data=${LINGEN_DATA:-data}

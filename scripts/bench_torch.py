@@ -14,7 +14,7 @@ the whole image. --bf16 holds the layers' weights in bfloat16 and takes their pr
 inputs, as lingen's steps do where the processor has AVX512-BF16 (the head, the norms and the
 state stay float32). --int8 quantizes the layers' Linear modules dynamically (torch.ao.quantization:
 8-bit weights, each input row quantized to 8 bits as it comes, integer products), PyTorch's own
-answer to a step that streams its weights, as lingen's 8-bit weights at batch 1 are. make bench
+answer to a step that streams its weights, as lingen's 8-bit weights at small batches are. make bench
 times each and compares lingen with the fastest.
 """
 import argparse
