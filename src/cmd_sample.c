@@ -46,7 +46,7 @@ static int write_images(const Config *c, const unsigned char *imgs, long total, 
 }
 
 /* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
- * (README: Speed): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
+ * (README, Speed: the GPU table): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
 static long default_batch(const Config *c) {
     if (device_current() != DEVICE_CUDA) return 64;
     return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
