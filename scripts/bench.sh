@@ -11,7 +11,7 @@
 #      alternating rounds; at batch 1 also lingen without 8-bit weights (LINGEN_INT8=0; the
 #      default takes them there where the processor has AVX512-VNNI) in the same rounds;
 #   5. with the datasets at hand: parallel-form evaluation against the ceiling, and
-#      lingen compare --softmax (BENCH_COMPARE=0 leaves them out).
+#      lingen compare --softmax.
 # Environment (nothing is built here):
 #   LINGEN  the command that runs lingen (default ./lingen), e.g.
 #           "lib/ld-linux-x86-64.so.2 --library-path lib ./lingen"
@@ -151,7 +151,7 @@ fi
 
 if part 5; then
   data=${LINGEN_DATA:-data}
-  if [ "${BENCH_COMPARE:-1}" != 0 ] && [ -d "$data/mnist" ]; then
+  if [ -d "$data/mnist" ]; then
     echo "== 5. parallel-form evaluation against the ceiling, 2 threads"
     taskset -c "$TWO" "${LG[@]}" eval bits-per-dim --model "$MODEL" --limit 32 --threads 2 --ceiling | tee "$OUT/eval.txt"
     say "ceiling (evaluation, parallel form, 2 threads): $(sed -n 's/.* = \([0-9]*%\) of sgemm.*/\1/p' "$OUT/eval.txt")"

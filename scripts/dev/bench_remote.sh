@@ -9,7 +9,7 @@ OUT=${OUT:-.}
 mkdir -p "$OUT/bench"
 for f in lib/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done
 export LINGEN="$PWD/lib/ld-linux-x86-64.so.2 --library-path $PWD/lib $PWD/lingen"
-export PYTHON=${PYTHON:-python3} CORES=${CORES:-0-15} BENCH_OUT="$OUT/bench" BENCH_COMPARE=0
+export PYTHON=${PYTHON:-python3} CORES=${CORES:-0-15} BENCH_OUT="$OUT/bench" BENCH_PARTS=${BENCH_PARTS:-1,2,3,4}
 {
   echo "== $(date -u), $(nproc) cores usable, CORES=$CORES"
   $LINGEN --help > /dev/null && echo "lingen runs: $LINGEN"
