@@ -186,18 +186,21 @@ fixtures:
 	$(PYTHON) tests/gen_dmol_ref.py
 
 clean:
-	rm -rf build build-asan build-fuzz build-valgrind build-ship build-cuda build-mpi build-cuda-mpi lingen .lingen-cpu* .lingen-cuda*
+	rm -rf build-cuda* build build-asan build-fuzz build-valgrind build-ship build-mpi lingen .lingen-cpu* .lingen-cuda*
 
 # ---------------------------------------------------------------- CUDA (needs nvcc; a GPU to run)
-# test-cuda: the GPU against the CPU (head outputs, bits/dim, the sampler's PMF, memcheck).
+# test-cuda: the GPU against the CPU (head outputs, bits/dim, sample grids byte for byte, the
+# sampler's PMF, the start-up canary, memcheck), built as a user builds it: make CUDA=1 with the
+# default flags. Another build: make test-cuda CUDA_BUILD=build-cuda-v3 OPT="-O3 -march=x86-64-v3".
 # bench-cuda: GPU sampling speed beside the PyTorch step in one CUDA graph (scripts/bench_cuda.sh).
 .PHONY: cuda test-cuda bench-cuda
+CUDA_BUILD ?= build-cuda
 cuda:
-	$(MAKE) CUDA=1 lingen build-cuda/test_cuda build-cuda/bench_cuda
+	$(MAKE) CUDA=1 BUILD=$(CUDA_BUILD) lingen $(CUDA_BUILD)/lingen $(CUDA_BUILD)/test_cuda $(CUDA_BUILD)/bench_cuda
 test-cuda: cuda
-	bash tests/cuda/run_tests.sh . build-cuda && bash tests/cuda/memcheck.sh . build-cuda
+	bash tests/cuda/run_tests.sh . $(CUDA_BUILD) && bash tests/cuda/memcheck.sh . $(CUDA_BUILD)
 bench-cuda: cuda
-	bash scripts/bench_cuda.sh . build-cuda
+	bash scripts/bench_cuda.sh . $(CUDA_BUILD)
 
 # ---------------------------------------------------------------- fuzzing (fuzz/README.md)
 # libFuzzer targets for every parser of outside input, built with clang + ASan + UBSan into

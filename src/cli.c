@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "device.h"
 #include "modelpath.h"
 #include "reslimits.h"
 #include "shard.h"
@@ -29,7 +30,7 @@ int cli_check_png_name(const char *cmd, const char *path) {
 
 int cli_load_model(Model *m, const char *path) {
     Err e;
-    if (model_load(m, path, &e) == 0) return 0;
+    if (model_load_with(m, path, device_model_keep(), &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
 }

@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "device.h"
 #include "compare.h"
-#include "cuda/lingen_cuda.h"
+#include "gpu_model.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
@@ -97,7 +97,7 @@ static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, doub
     CudaForward *g = NULL;   /* on the GPU (--device cuda), else s */
     float *out = NULL;
     if (device_current() == DEVICE_CUDA) {
-        if (!(g = cuda_forward_new(m, B, N, e))) return -1;
+        if (!(g = gpu_forward_new(m, B, N, e))) return -1;
         out = xcalloc((size_t)B * N * 3 * c->n_mix, sizeof(float));
     } else if (runstate_init(&s, c, B, N, e)) return -1;
     int *tok = xcalloc((size_t)B * N, sizeof(int));
@@ -171,7 +171,7 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     Report r = {0};
     Err e = {""};
     Model m;
-    int loaded = j->model && model_load(&m, j->model, &e) == 0;
+    int loaded = j->model && model_load_with(&m, j->model, device_model_keep(), &e) == 0;
     if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
         r.n_lat = 0;

@@ -4,6 +4,7 @@
 #ifndef LINGEN_COMPLETE_H
 #define LINGEN_COMPLETE_H
 #include "generate.h"
+#include "model.h"
 
 #define COMPLETE_MAX_INPUTS 100000   /* bounds the memory an index list can ask for */
 #define COMPLETE_GREY 128            /* the hidden part of an occluded input */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/lingen_cuda.h"
+#include "gpu_model.h"
 #include "matmul_amx.h"
 #include "shard.h"
 
@@ -35,6 +35,8 @@ int device_select(Device d, int probe, Err *e) {
 
 Device device_current(void) { return current; }
 
+int device_model_keep(void) { return current == DEVICE_CUDA ? MODEL_FILE_WEIGHTS : 0; }
+
 int device_option(const char *name, const char *cmd, int probe) {
     Device d;
     int rc = device_parse(name, cmd, &d);
@@ -59,11 +61,11 @@ int cuda_use_device(int index, Err *e) {
     (void)index;
     return err_set(e, "this lingen was built without CUDA");
 }
-int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+int cuda_generate(const GpuModel *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
     (void)m; (void)imgs; (void)n; (void)o;
     return err_set(e, "this lingen was built without CUDA");
 }
-CudaForward *cuda_forward_new(const Model *m, int B, int T, Err *e) {
+CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, Err *e) {
     (void)m; (void)B; (void)T;
     err_set(e, "this lingen was built without CUDA");
     return NULL;

@@ -17,6 +17,9 @@ Device device_current(void);
 /* --device NAME of command cmd: parse and select (probe as above). Returns 0, or the exit code
  * after printing the problem: 2 for a bad name, 1 for no CUDA (in the build or on the machine). */
 int device_option(const char *name, const char *cmd, int probe);
+/* What model_load_with must keep for the current device: the weights in the file's layout too
+ * (MODEL_FILE_WEIGHTS) for the GPU engine, else nothing more. */
+int device_model_keep(void);
 /* A GPU's default batch: as many images as GPU_BATCH_BYTES (8 GB) hold at bytes_per_image, within
  * [lo, hi]: a GPU pass or step takes little longer for thousands of images than for a few. */
 #define GPU_BATCH_BYTES 8e9

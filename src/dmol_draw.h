@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "model.h"   /* LOG_SCALE_MIN */
+#include "config.h"   /* LOG_SCALE_MIN */
 #include "rng.h"   /* pcg32_uniform, LINGEN_HD */
 
 /* Sampling: a component k with probability softmax(logits)_k, then y ~ Logistic(mu_k, s_k) by

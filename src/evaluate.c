@@ -3,9 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cuda/lingen_cuda.h"
 #include "device.h"
 #include "dmol.h"
+#include "gpu_model.h"
 #include "threads.h"
 #include "transformer.h"
 
@@ -38,7 +38,7 @@ int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int 
     CudaForward *g = NULL;   /* the GPU's forward pass (device.h), or s */
     float *out = NULL;
     if (device_current() == DEVICE_CUDA) {
-        if (!(g = cuda_forward_new(m, B, T, e))) return -1;
+        if (!(g = gpu_forward_new(m, B, T, e))) return -1;
         out = xcalloc((size_t)B * T * 3 * M, sizeof(float));
     } else {
         if (runstate_init(&s, c, B, T, e)) return -1;

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/lingen_cuda.h"
 #include "device.h"
 #include "dmol.h"
+#include "gpu_model.h"
 #include "rng.h"
 #include "threads.h"
 #include "transformer.h"
@@ -31,8 +31,17 @@ static void draw(const Draws *d) {
     parallel_for_if(items >= 4, items, draw_item, (void *)d, d->nb);
 }
 
+/* generate() on the GPU engine */
+static int generate_gpu(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+    GpuModel g;
+    if (gpu_model_init(&g, m, e)) return -1;
+    int done = cuda_generate(&g, imgs, n, o, e);
+    gpu_model_free(&g);
+    return done;
+}
+
 int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
-    if (device_current() == DEVICE_CUDA) return cuda_generate(m, imgs, n, o, e);
+    if (device_current() == DEVICE_CUDA) return generate_gpu(m, imgs, n, o, e);
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = o->batch < n ? o->batch : n, P = o->prefix_len;
     double temp = o->temperature > 0 ? o->temperature : 1.0;

@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "model.h"
 #include "progress.h"
+#include "util.h"
+
+struct Model;   /* model.h */
 
 typedef struct {
     uint64_t seed;
@@ -25,5 +27,5 @@ typedef struct {
 } GenOptions;
 
 /* Fill imgs [n][N]; returns the number of finished images (n unless stopped), -1 on error. */
-int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
+int generate(const struct Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
 #endif

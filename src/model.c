@@ -99,6 +99,7 @@ typedef struct {
     int64_t shape[2];
     float **dst;
     Packed *lin;
+    FileWeight *file;          /* a Linear's copy in the file's layout, or NULL: not kept */
     const StTensor *t;
     size_t at;
 } Want;
@@ -112,37 +113,39 @@ static void want(Want *w, int *n, const char *prefix, const char *suffix, float 
     x->dst = dst;
 }
 
-static void want_linear(Want *w, int *n, const char *prefix, const char *suffix, Packed *lin, int64_t rows,
-                        int64_t cols) {
+static void want_linear(Want *w, int *n, const char *prefix, const char *suffix, Packed *lin, FileWeight *file,
+                        int64_t rows, int64_t cols) {
     want(w, n, prefix, suffix, NULL, rows, cols);
     w[*n - 1].lin = lin;
+    w[*n - 1].file = file;
 }
 
-static int list_weights(Model *m, Want *w) {
+/* keep: MODEL_FILE_WEIGHTS or 0, whether the Linears' file-layout copies are wanted */
+static int list_weights(Model *m, Want *w, int keep) {
     const Config *c = &m->cfg;
     int64_t d = c->d, f = c->d_ff;
-    int n = 0;
+    int n = 0, file = keep & MODEL_FILE_WEIGHTS;
     want(w, &n, "", "emb.weight", &m->emb, N_TOKENS, d / 2);
     for (int l = 0; l < c->n_layers; l++) {
         LayerWeights *L = &m->layers[l];
         char p[32];
         snprintf(p, sizeof p, "layers.%d.", l);
-        want_linear(w, &n, p, "attn.qkv.weight", &L->qkv_w, 3 * d, d);
+        want_linear(w, &n, p, "attn.qkv.weight", &L->qkv_w, file ? &L->qkv_f : NULL, 3 * d, d);
         want(w, &n, p, "attn.qkv.bias", &L->qkv_b, 3 * d, 0);
-        want_linear(w, &n, p, "attn.out.weight", &L->out_w, d, d);
+        want_linear(w, &n, p, "attn.out.weight", &L->out_w, file ? &L->out_f : NULL, d, d);
         want(w, &n, p, "attn.out.bias", &L->out_b, d, 0);
         want(w, &n, p, "norm1.weight", &L->norm1_w, d, 0);
         want(w, &n, p, "norm1.bias", &L->norm1_b, d, 0);
         want(w, &n, p, "norm2.weight", &L->norm2_w, d, 0);
         want(w, &n, p, "norm2.bias", &L->norm2_b, d, 0);
-        want_linear(w, &n, p, "ff1.weight", &L->ff1_w, f, d);
+        want_linear(w, &n, p, "ff1.weight", &L->ff1_w, file ? &L->ff1_f : NULL, f, d);
         want(w, &n, p, "ff1.bias", &L->ff1_b, f, 0);
-        want_linear(w, &n, p, "ff2.weight", &L->ff2_w, d, f);
+        want_linear(w, &n, p, "ff2.weight", &L->ff2_w, file ? &L->ff2_f : NULL, d, f);
         want(w, &n, p, "ff2.bias", &L->ff2_b, d, 0);
     }
     want(w, &n, "", "norm.weight", &m->norm_w, d, 0);
     want(w, &n, "", "norm.bias", &m->norm_b, d, 0);
-    want_linear(w, &n, "", "head.weight", &m->head_w, 3 * (int64_t)c->n_mix, d);
+    want_linear(w, &n, "", "head.weight", &m->head_w, file ? &m->head_f : NULL, 3 * (int64_t)c->n_mix, d);
     want(w, &n, "", "head.bias", &m->head_b, 3 * (int64_t)c->n_mix, 0);
     return n;
 }
@@ -190,10 +193,16 @@ static size_t amx_end(const Want *w) {
     return held_bf16(w) ? bf16_offset(w) + bf16_floats(w) : panels_floats(w);
 }
 static size_t q8_offset(const Want *w) { return align(amx_end(w)); }
-static size_t held_floats(const Want *w) {
-    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+static size_t q8_end(const Want *w) {
     size_t q8 = (matmul_q8_bytes((int)w->shape[1], (int)w->shape[0]) + 3) / 4;
     return held_q8(w) ? q8_offset(w) + q8 : amx_end(w);
+}
+/* last, where it is kept: the weight in the file's own layout, halves or floats as held_half */
+static size_t file_offset(const Want *w) { return align(q8_end(w)); }
+static size_t held_floats(const Want *w) {
+    if (!w->lin) return (size_t)w->shape[0] * (w->ndim == 2 ? (size_t)w->shape[1] : 1);
+    size_t n = (size_t)w->shape[0] * (size_t)w->shape[1];
+    return w->file ? file_offset(w) + (held_half(w) ? (n + 1) / 2 : n) : q8_end(w);
 }
 
 /* Every weight must be a finite number: a NaN or Inf makes every image of a run all zeros,
@@ -228,15 +237,20 @@ static int widen(const Want *w, float *dst, const char *path, Err *e) {
     if (!rc) matmul_pack(dst, tmp, half, n_in, n_out);
     if (!rc && amx) matmul_amx_pack(amx, (const uint16_t *)tmp, n_in, n_out);
     *w->lin = (Packed){dst, half, amx, bf16, q8};
+    if (!rc && w->file) {   /* tmp is the file's row-major layout, as halves or floats */
+        void *rows = dst + file_offset(w);
+        memcpy(rows, tmp, n * (half ? sizeof(uint16_t) : sizeof(float)));
+        *w->file = (FileWeight){rows, half};
+    }
     free(tmp);
     return rc;
 }
 
 /* Check names, dtypes and shapes against the config; then widen every weight into one arena. */
-static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *e) {
+static int load_weights(Model *m, const SafeTensors *st, const char *path, int keep, Err *e) {
     m->layers = xcalloc((size_t)m->cfg.n_layers, sizeof *m->layers);
     Want *w = xcalloc(5 + (size_t)WEIGHTS_PER_LAYER * m->cfg.n_layers, sizeof *w);
-    int n = list_weights(m, w), rc = 0;
+    int n = list_weights(m, w, keep), rc = 0;
     size_t n_params = 0;
     m->q8_batch = matmul_q8_batch();
     for (int i = 0; i < n && !rc; i++) {
@@ -278,20 +292,13 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, Err *
     return rc;
 }
 
-int model_load(Model *m, const char *path, Err *e) {
-    memset(m, 0, sizeof *m);
-    size_t len;
-    unsigned char *buf = read_file(path, &len, e);
-    if (!buf) return -1;
-    return model_load_buffer(m, buf, len, path, e);
-}
-
-int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, Err *e) {
+/* model_load_buffer, keeping what keep asks for (model_load_with) */
+static int load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, int keep, Err *e) {
     memset(m, 0, sizeof *m);
     SafeTensors st;
     if (st_parse(&st, buf, len, path, e)) return -1;
     int rc = parse_config(&m->cfg, &st, path, e);
-    if (!rc) rc = load_weights(m, &st, path, e);
+    if (!rc) rc = load_weights(m, &st, path, keep, e);
     if (!rc) {   /* keep the metadata (provenance for `lingen info`); the file buffer goes */
         m->n_meta = st.n_meta;
         m->meta_keys = st.meta_keys;
@@ -302,6 +309,20 @@ int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path
     st_close(&st);
     if (rc) model_free(m);
     return rc;
+}
+
+int model_load_with(Model *m, const char *path, int keep, Err *e) {
+    memset(m, 0, sizeof *m);
+    size_t len;
+    unsigned char *buf = read_file(path, &len, e);
+    if (!buf) return -1;
+    return load_buffer(m, buf, len, path, keep, e);
+}
+
+int model_load(Model *m, const char *path, Err *e) { return model_load_with(m, path, 0, e); }
+
+int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, Err *e) {
+    return load_buffer(m, buf, len, path, 0, e);
 }
 
 void model_free(Model *m) {

@@ -3,32 +3,14 @@
 #ifndef LINGEN_MODEL_H
 #define LINGEN_MODEL_H
 #include <stddef.h>
+#include "config.h"
 #include "matmul.h"
 #include "util.h"
 
-#define BOS_TOKEN 256
-#define N_TOKENS 257
-#define LINEAR_EPS 1e-6f
-#define LN_EPS 1e-5f
-#define LOG_SCALE_MIN -7.0f
-#define MAX_SIDE 64   /* height and width at most (docs/model-format.md) */
-
-typedef enum { ATTN_LINEAR, ATTN_SOFTMAX } AttnKind;
-
-typedef struct {
-    AttnKind attention;
-    int n_layers, n_heads, d_head, d_ff, n_mix;
-    int height, width, channels;
-    int pre_norm;      /* 0: post-norm (the paper), 1: pre-norm */
-    int gelu;          /* 0: relu (the paper), 1: gelu */
-    char dataset[16];  /* "mnist" | "cifar10" */
-    int d;             /* n_heads * d_head */
-    int seq_len;       /* height * width * channels */
-} Config;
-
 /* Linear weights (the file has PyTorch's [out, in]) are held packed for matmul() (matmul.h):
  * panels of NR = MATMUL_NR output columns, [n_out/NR][in][NR], as halves if the file stores
- * them as F16, else as floats. Every tensor starts on a cache line. */
+ * them as F16, else as floats; and, loaded with MODEL_FILE_WEIGHTS, also as the file has them
+ * (config.h's FileWeight: what the GPU engine takes). Every tensor starts on a cache line. */
 typedef struct {
     Packed qkv_w;              /* [3d, d]: outputs all q, then all k, then all v */
     float *qkv_b;              /* [3d] */
@@ -40,15 +22,17 @@ typedef struct {
     float *ff1_b;              /* [d_ff] */
     Packed ff2_w;              /* [d, d_ff] */
     float *ff2_b;              /* [d] */
+    FileWeight qkv_f, out_f, ff1_f, ff2_f;   /* the same four in the file's layout, or all NULL */
 } LayerWeights;
 
-typedef struct {
+typedef struct Model {
     Config cfg;
     float *emb;                /* [257, d/2] */
     LayerWeights *layers;      /* [n_layers] */
     float *norm_w, *norm_b;    /* [d] */
     Packed head_w;             /* [3M, d] */
     float *head_b;             /* [3M] */
+    FileWeight head_f;         /* the head's weight in the file's layout, or NULL */
     float *arena;              /* all weights, one allocation */
     size_t arena_floats;       /* its size in floats: the tensors, the panels' padding, the alignment */
     size_t n_params;
@@ -61,6 +45,9 @@ typedef struct {
 
 /* Load and validate a model file; on error a one-line message naming the file and the problem. */
 int model_load(Model *m, const char *path, Err *e);
+/* What model_load_with keeps beside what the CPU engine needs. */
+enum { MODEL_FILE_WEIGHTS = 1 };   /* every Linear weight in the file's own layout too (FileWeight) */
+int model_load_with(Model *m, const char *path, int keep, Err *e);
 /* The same from a file already in memory (fuzzing, tests); takes buf, as st_parse does.
  * name stands for the file in error messages. */
 int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *name, Err *e);

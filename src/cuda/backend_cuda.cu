@@ -1,6 +1,6 @@
 /* The CUDA backend: transformer.c's forward pass, the two attentions and the DMOL sampler on
  * one GPU (lingen_cuda.h). Layout and arithmetic follow the CPU code:
- *   - Linear layers: y = x W^T, W row-major [out, in] (unpacked from the model's panels). A weight
+ *   - Linear layers: y = x W^T, W row-major [out, in], as the model file holds it. A weight
  *     whose every value is a half (the model files hold F16) runs on the FP16 tensor cores
  *     without losing float32's accuracy: x = hi + lo, two halves (hi = half(x), lo = half(x - hi)),
  *     so x W^T = [hi lo] [W W]^T, one GEMM of twice the depth accumulated in float32; what is
@@ -29,16 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern "C" {   /* the engine's C headers */
+#include "lingen_cuda.h"   /* what the two halves share; like it, the two below depend on no -march */
+extern "C" {
 #include "../dmol_draw.h"
-#include "../generate.h"
-#include "../matmul.h"
 #include "../progress.h"
-#include "../reslimits.h"
-#include "../rng.h"
-#include "../transformer.h"
 }
-#include "lingen_cuda.h"
 
 /* ---------------------------------------------------------------- error checks */
 
@@ -560,7 +555,7 @@ __global__ void sample_test_kernel(const float *out, int M, Rng *rng, int *x, in
 
 /* A Linear's weight: w as floats, and h2 = [W W] as halves when every value of W is a half. */
 struct GpuLin { float *w; __half *h2; };
-struct GpuLayer { GpuLin qkv, out, ff1, ff2; float *qkv_b, *out_b, *n1w, *n1b, *n2w, *n2b, *ff1_b, *ff2_b; };
+struct DevLayer { GpuLin qkv, out, ff1, ff2; float *qkv_b, *out_b, *n1w, *n1b, *n2w, *n2b, *ff1_b, *ff2_b; };
 
 struct CudaForward {
     Config c;
@@ -572,7 +567,7 @@ struct CudaForward {
     __half *weights16;            /* one allocation: the [W W] halves of GpuLin.h2 */
     float *emb, *pe, *norm_w, *norm_b, *head_b;
     GpuLin head;
-    GpuLayer *layers;             /* host array of device pointers */
+    DevLayer *layers;             /* host array of device pointers */
     float *x, *xn, *qkv, *att, *hid, *out;
     __half *x2;                   /* a product's input as [hi lo] halves */
     bool halves;                  /* every Linear has its [W W] halves */
@@ -588,30 +583,28 @@ struct CudaForward {
 
 static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
 
-/* The model's packed panels (matmul.h, NR columns a panel) back to PyTorch's row-major
- * [n_out, n_in] floats in dst; with h2, also [W W] as halves there (row o: W[o], then W[o]
- * again), so that the tensor-core product is as exact as SGEMM (the header). A float weight
- * that is not a half clears *all_halves. On the GPU: the host only copies the panels. */
-__global__ void unpack_kernel(float *dst, __half *h2, const void *src, int half, int nr, int n_in, int n_out,
-                              int *all_halves) {
+/* A Linear's weight, row-major [n_out, n_in] as the file holds it (halves or floats), into
+ * dst as floats; with h2, also [W W] as halves there (row o: W[o], then W[o] again), so that the
+ * tensor-core product is as exact as SGEMM (the header). A float weight that is not a half
+ * clears *all_halves. The element order is the file's own: no layout to get wrong. */
+__global__ void widen_kernel(float *dst, __half *h2, const void *src, int half, int n_in, int n_out, int *all_halves) {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= (size_t)n_in * n_out) return;
-    int o = (int)(k / n_in), i = (int)(k % n_in);
-    size_t at = ((size_t)(o / nr) * n_in + i) * nr + o % nr;   /* matmul_packed_index */
+    size_t o = k / n_in, i = k % n_in;
     float v;
     __half hv;
     if (half) {
         __half_raw raw;
-        raw.x = ((const unsigned short *)src)[at];
+        raw.x = ((const unsigned short *)src)[k];
         hv = raw;
         v = __half2float(hv);
     } else {
-        v = ((const float *)src)[at];
+        v = ((const float *)src)[k];
         hv = __float2half_rn(v);
         if (__half2float(hv) != v) *all_halves = 0;
     }
     dst[k] = v;
-    if (h2) h2[(size_t)o * 2 * n_in + i] = h2[(size_t)o * 2 * n_in + n_in + i] = hv;
+    if (h2) h2[o * 2 * n_in + i] = h2[o * 2 * n_in + n_in + i] = hv;
 }
 
 /* PE(t, 2i) = sin(t / 10000^(2i/h)), PE(t, 2i+1) = cos(...), in double (as runstate_init). */
@@ -623,7 +616,7 @@ __global__ void pe_kernel(float *pe, int N, int h) {
     pe[k] = (float)(i & 1 ? cos(ang) : sin(ang));
 }
 
-static int upload_weights(CudaForward *f, const Model *m) {
+static int upload_weights(CudaForward *f, const GpuModel *m) {
     const Config *c = &m->cfg;
     int d = c->d, F = c->d_ff, M = c->n_mix, h = d / 2, N = c->seq_len, L = c->n_layers, n_lin = 4 * L + 1;
     /* f->weights: the small tensors (embedding, norms, biases; each 16-byte aligned for the small
@@ -636,24 +629,24 @@ static int upload_weights(CudaForward *f, const Model *m) {
      * LINGEN_CUDA_SGEMM=1: SGEMM everywhere */
     const char *env = getenv("LINGEN_CUDA_SGEMM");
     bool want = (size_t)f->B * f->T > SMALL_ROWS && !f->tf32 && !(env && *env == '1');
-    size_t biggest = 0;   /* floats of the largest Linear's panels */
+    size_t biggest = 0;   /* floats of the largest Linear */
     int shapes[5][2] = {{d, 3 * d}, {d, d}, {d, F}, {F, d}, {d, 3 * M}};
     for (int k = 0; k < 5; k++) {
-        size_t v = matmul_packed_values(shapes[k][0], shapes[k][1]);
+        size_t v = lin_floats(shapes[k][0], shapes[k][1]);
         biggest = v > biggest ? v : biggest;
     }
     float *host = (float *)malloc(small * sizeof(float));
     int *flags_host = (int *)malloc(n_lin * sizeof(int)), *flags = NULL;
     GpuLin **lin_of = (GpuLin **)malloc(n_lin * sizeof(GpuLin *));
-    f->layers = (GpuLayer *)calloc(L, sizeof(GpuLayer));
+    f->layers = (DevLayer *)calloc(L, sizeof(DevLayer));
     if (!host || !flags_host || !lin_of || !f->layers) {
         free(host), free(flags_host), free(lin_of);
         return note(false, "malloc", "out of memory", __FILE__, __LINE__) ? 0 : -1;
     }
-    void *panels = NULL;   /* one Linear's panels at a time */
+    void *stage = NULL;   /* one Linear as the file holds it, at a time */
     bool ok = CK(cudaMalloc((void **)&f->weights, total * sizeof(float))) &&
               (!want || CK(cudaMalloc((void **)&f->weights16, 2 * lins * sizeof(__half)))) &&
-              CK(cudaMalloc(&panels, biggest * sizeof(float))) && CK(cudaMalloc((void **)&flags, n_lin * sizeof(int)));
+              CK(cudaMalloc(&stage, biggest * sizeof(float))) && CK(cudaMalloc((void **)&flags, n_lin * sizeof(int)));
     for (int k = 0; k < n_lin; k++) flags_host[k] = 1;
     ok = ok && CK(cudaMemcpy(flags, flags_host, n_lin * sizeof(int), cudaMemcpyHostToDevice));
     size_t at = 0, at_lin = (small + (size_t)N * h + 3) / 4 * 4, at16 = 0;
@@ -664,37 +657,35 @@ static int upload_weights(CudaForward *f, const Model *m) {
         at = (at + n + 3) / 4 * 4;
         return p;
     };
-    auto put_lin = [&](GpuLin *g, Packed packed, int n_in, int n_out) {   /* a Linear: its panels, unpacked there */
+    auto put_lin = [&](GpuLin *g, FileWeight file, int n_in, int n_out) {   /* a Linear, widened there */
         size_t n = lin_floats(n_in, n_out);
         g->w = f->weights + at_lin;
         g->h2 = want ? f->weights16 + at16 : NULL;
-        ok = ok && CK(cudaMemcpy(panels, packed.p, matmul_packed_values(n_in, n_out) * (packed.half ? 2 : 4),
-                                 cudaMemcpyHostToDevice));
-        if (ok) unpack_kernel<<<(unsigned)((n + 255) / 256), 256>>>(g->w, g->h2, panels, packed.half, MATMUL_NR, n_in,
-                                                                     n_out, flags + lin);
-        ok = ok && CKL("unpack_kernel");
+        ok = ok && CK(cudaMemcpy(stage, file.w, n * (file.half ? 2 : 4), cudaMemcpyHostToDevice));
+        if (ok) widen_kernel<<<(unsigned)((n + 255) / 256), 256>>>(g->w, g->h2, stage, file.half, n_in, n_out, flags + lin);
+        ok = ok && CKL("widen_kernel");
         lin_of[lin++] = g;
         at_lin = (at_lin + n + 3) / 4 * 4, at16 += want ? 2 * n : 0;
     };
     f->emb = put(m->emb, (size_t)N_TOKENS * h);
     f->norm_w = put(m->norm_w, d);
     f->norm_b = put(m->norm_b, d);
-    put_lin(&f->head, m->head_w, d, 3 * M);
+    put_lin(&f->head, m->head, d, 3 * M);
     f->head_b = put(m->head_b, 3 * M);
     for (int l = 0; l < L; l++) {
-        const LayerWeights *w = &m->layers[l];
-        GpuLayer *g = &f->layers[l];
-        put_lin(&g->qkv, w->qkv_w, d, 3 * d);
+        const GpuLayer *w = &m->layers[l];
+        DevLayer *g = &f->layers[l];
+        put_lin(&g->qkv, w->qkv, d, 3 * d);
         g->qkv_b = put(w->qkv_b, 3 * d);
-        put_lin(&g->out, w->out_w, d, d);
+        put_lin(&g->out, w->out, d, d);
         g->out_b = put(w->out_b, d);
         g->n1w = put(w->norm1_w, d);
         g->n1b = put(w->norm1_b, d);
         g->n2w = put(w->norm2_w, d);
         g->n2b = put(w->norm2_b, d);
-        put_lin(&g->ff1, w->ff1_w, d, F);
+        put_lin(&g->ff1, w->ff1, d, F);
         g->ff1_b = put(w->ff1_b, F);
-        put_lin(&g->ff2, w->ff2_w, F, d);
+        put_lin(&g->ff2, w->ff2, F, d);
         g->ff2_b = put(w->ff2_b, d);
     }
     f->pe = f->weights + small;
@@ -705,7 +696,7 @@ static int upload_weights(CudaForward *f, const Model *m) {
     f->halves = want;
     for (int k = 0; ok && k < lin; k++)   /* a float weight that is not all halves: SGEMM */
         if (!flags_host[k]) lin_of[k]->h2 = NULL, f->halves = false;
-    cudaFree(panels), cudaFree(flags);
+    cudaFree(stage), cudaFree(flags);
     free(host), free(flags_host), free(lin_of);
     return ok ? 0 : -1;
 }
@@ -725,7 +716,7 @@ static void forward_destroy(CudaForward *f) {
 
 #define BLAS_WORKSPACE (32u << 20)   /* set explicitly: cuBLAS must not allocate inside a graph capture */
 
-static CudaForward *forward_create(const Model *m, int B, int T, int tf32) {
+static CudaForward *forward_create(const GpuModel *m, int B, int T, int tf32) {
     const Config *c = &m->cfg;
     CudaForward *f = (CudaForward *)calloc(1, sizeof *f);
     if (!f) { note(false, "calloc", "out of memory", __FILE__, __LINE__); return NULL; }
@@ -947,7 +938,7 @@ static bool forward(CudaForward *f, int B, int T) {
     bool fused = f->halves && !pre && !small(f, rows) && !f->tf32;
     __half *x2 = fused ? f->x2 : NULL, *att2 = fused && c->attention == ATTN_LINEAR ? f->x2 : NULL;
     for (int l = 0; l < c->n_layers && ok; l++) {
-        const GpuLayer *w = &f->layers[l];
+        const DevLayer *w = &f->layers[l];
         const float *in = f->x;
         bool last = l == c->n_layers - 1;   /* its residual also takes the final norm */
         if (pre) { ok = ok && layernorm(f, f->xn, f->x, w->n1w, w->n1b, rows); in = f->xn; }
@@ -971,13 +962,44 @@ static bool forward(CudaForward *f, int B, int T) {
 
 /* ---------------------------------------------------------------- the forward API */
 
-extern "C" CudaForward *cuda_forward_new(const Model *m, int B, int T, Err *e) {
+/* The canary (the header): the B rows of BOS, CANARY_TOKEN, ... (T positions a call, the rest
+ * CANARY_TOKEN too), from position 0, through the same launches as a run of this engine; the
+ * head outputs of positions 0 and 1 against the CPU's (the causal mask makes them those of the
+ * canary's two tokens alone); then back to position 0. With T = 1, two calls. TF32 products (a
+ * diagnostic, not float32) are not checked. */
+static int canary(CudaForward *f, const GpuModel *m, int T, Err *e) {
+    if (f->tf32 || f->c.seq_len < 2) return 0;
+    int B = f->B, K = 3 * f->c.n_mix, calls = T == 1 ? 2 : 1;
+    size_t R = (size_t)B * T;
+    int *tok = (int *)xmalloc(R * sizeof(int));
+    float *out = (float *)xmalloc(R * K * sizeof(float)), *got = (float *)xmalloc((size_t)B * 2 * K * sizeof(float));
+    bool ok = reset(f);
+    for (int call = 0; call < calls && ok; call++) {
+        for (size_t r = 0; r < R; r++) tok[r] = call == 0 && r % T == 0 ? BOS_TOKEN : CANARY_TOKEN;
+        ok = CK(cudaMemcpyAsync(f->tok, tok, R * sizeof(int), cudaMemcpyHostToDevice, f->stream)) && forward(f, B, T) &&
+             CK(cudaMemcpyAsync(out, f->out, R * K * sizeof(float), cudaMemcpyDeviceToHost, f->stream)) &&
+             CK(cudaStreamSynchronize(f->stream));
+        for (int b = 0; b < B && ok; b++)   /* got [B][2][K]: positions 0 and 1 */
+            memcpy(got + ((size_t)b * 2 + call) * K, out + (size_t)b * T * K, (size_t)(2 - (calls - 1)) * K * sizeof(float));
+    }
+    ok = ok && reset(f);
+    int rc = ok ? gpu_canary_check(m->canary, got, B, (size_t)2 * K, K, e) : take_error(e);
+    free(tok);
+    free(out);
+    free(got);
+    return rc;
+}
+
+extern "C" CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, Err *e) {
     if (B < 1 || T < 1 || T > m->cfg.seq_len) { err_set(e, "CUDA forward: bad capacity B=%d T=%d", B, T); return NULL; }
     /* LINGEN_CUDA_TF32=1: TF32 tensor cores (diagnostics: how far that moves the outputs) */
     const char *tf = getenv("LINGEN_CUDA_TF32");
     CudaForward *f = forward_create(m, B, T, tf && *tf == '1');
-    if (f && !reset(f)) { forward_destroy(f); f = NULL; }
-    if (!f) take_error(e);
+    if (!f) { take_error(e); return NULL; }
+    /* the canary's positions: enough rows that the products take the path of a run's many rows */
+    int Tc = 1;
+    while (Tc < T && (size_t)B * Tc <= SMALL_ROWS) Tc++;
+    if (canary(f, m, Tc, e)) { forward_destroy(f); return NULL; }
     return f;
 }
 
@@ -1029,7 +1051,7 @@ static bool step_launches(Sampler *s) {
     return CKL("sample_kernel");
 }
 
-static bool sampler_init(Sampler *s, const Model *m, int B, int T, int tf32) {
+static bool sampler_init(Sampler *s, const GpuModel *m, int B, int T, int tf32) {
     memset(s, 0, sizeof *s);
     s->f = forward_create(m, B, T, tf32);
     if (!s->f) return false;
@@ -1065,7 +1087,7 @@ static bool sampler_start(Sampler *s, uint64_t seed, uint64_t first_stream, int 
            CK(cudaStreamSynchronize(f->stream));
 }
 
-extern "C" int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
+extern "C" int cuda_generate(const GpuModel *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, B = o->batch < n ? o->batch : n, P = o->prefix_len, TP = P > 1 ? P : 1;
     if (B < 1) B = 1;
@@ -1073,6 +1095,7 @@ extern "C" int cuda_generate(const Model *m, unsigned char *imgs, int n, const G
     if (n <= 0) return 0;
     Sampler s;
     if (!sampler_init(&s, m, B, TP, 0)) { sampler_free(&s); return take_error(e); }
+    if (canary(s.f, m, 1, e)) { sampler_free(&s); return -1; }   /* a step's launches, B rows */
     CudaForward *f = s.f;
     int *tok = (int *)xcalloc((size_t)B * TP, sizeof(int));
     Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
@@ -1140,12 +1163,14 @@ extern "C" int cuda_dmol_sample_batch(const float *out, int n, int M, Rng *rngs,
     return ok ? 0 : take_error(e);
 }
 
-extern "C" int cuda_bench_step(const Model *m, int B, int steps, int tf32, double *sec_per_step, Err *e) {
+extern "C" int cuda_bench_step(const GpuModel *m, int B, int steps, int tf32, double *sec_per_step, Err *e) {
     int N = m->cfg.seq_len, warm = 8;
     if (steps + warm > N) steps = N - warm;
     if (steps < 1) return err_set(e, "cuda_bench_step: too few positions");
     Sampler s;
-    bool ok = sampler_init(&s, m, B, 1, tf32);
+    if (!sampler_init(&s, m, B, 1, tf32)) { sampler_free(&s); return take_error(e); }
+    if (canary(s.f, m, 1, e)) { sampler_free(&s); return -1; }
+    bool ok = true;
     int *tok = (int *)xcalloc(B, sizeof(int));
     Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
     cudaEvent_t a = NULL, b = NULL;

@@ -1,17 +1,53 @@
-/* The CUDA backend (src/cuda/backend_cuda.cu, built with `make CUDA=1`): the same model and
- * the same arithmetic as transformer.c, attention_*.c and dmol.c, on one NVIDIA GPU.
- * Weights are uploaded once per run as float32; the RNN state (S, z) or the KV cache and every
- * activation stay on the GPU. Every CUDA and cuBLAS call is checked: a failure returns -1 (or
- * NULL) with "file:line: call: error" in e. Without CUDA the entry points fail (device.c). */
+/* The CUDA engine (src/cuda/backend_cuda.cu, built with `make CUDA=1`): the same model and the
+ * same arithmetic as transformer.c, attention_*.c and dmol.c, on one NVIDIA GPU.
+ *
+ * This header is what the C and CUDA halves of a build share, and nvcc compiles the CUDA half
+ * without the host compiler's -march: it holds plain data only, and it and every header it
+ * includes are free of anything that depends on the processor's instruction set
+ * (tests/test_cli_cuda_build.sh checks). The engine takes the weights in the model file's own
+ * layout (config.h's FileWeight), never the CPU engine's packed panels.
+ *
+ * Weights are uploaded once per engine as float32; the RNN state (S, z) or the KV cache and
+ * every activation stay on the GPU. Before its first use, each engine runs a canary: its head
+ * outputs for two tokens (BOS, then CANARY_TOKEN: at position 0 the attention returns v alone,
+ * at 1 the queries and keys count too), through the products a run takes, against the CPU's
+ * float32 ones (GpuModel.canary); a mismatch fails the creation with both values named. Every CUDA and
+ * cuBLAS call is checked: a failure returns -1 (or NULL) with "file:line: call: error" in e.
+ * Without CUDA the entry points fail (device.c). */
 #ifndef LINGEN_CUDA_H
 #define LINGEN_CUDA_H
-#include "../generate.h"
-#include "../model.h"
-#include "../rng.h"
-
 #ifdef __cplusplus
-extern "C" {
+extern "C" {   /* the C headers too: their functions are C's */
 #endif
+#include "../config.h"
+#include "../generate.h"
+#include "../rng.h"
+#include "../util.h"
+
+/* One layer's tensors: the Linears as the file holds them, the rest as floats. */
+typedef struct {
+    FileWeight qkv, out, ff1, ff2;   /* [3d, d], [d, d], [d_ff, d], [d, d_ff] */
+    const float *qkv_b, *out_b, *norm1_w, *norm1_b, *norm2_w, *norm2_b, *ff1_b, *ff2_b;
+} GpuLayer;
+
+/* What the engine is given (gpu_model.h makes it from a loaded Model). */
+typedef struct {
+    Config cfg;
+    const float *emb;              /* [257, d/2] */
+    GpuLayer *layers;              /* [n_layers] */
+    const float *norm_w, *norm_b;  /* [d] */
+    FileWeight head;               /* [3M, d] */
+    const float *head_b;           /* [3M] */
+    const float *canary;           /* [2][3M]: the CPU's float32 head outputs for the canary's tokens */
+} GpuModel;
+
+/* The canary: positions 0 and 1 of a sequence BOS, CANARY_TOKEN. Its comparison (C,
+ * gpu_model.c): rows of [2][K] head outputs, `stride` floats apart in got, each value within
+ * CANARY_TOL of the CPU's (relative to max(|CPU's|, 1)). 0, or -1 and a message naming the row,
+ * the position, the output and both numbers. */
+#define CANARY_TOKEN 77
+#define CANARY_TOL 1e-3
+int gpu_canary_check(const float *cpu, const float *got, int rows, size_t stride, int K, Err *e);
 
 /* 0 when a CUDA GPU answers, else -1 and why. */
 int cuda_probe(Err *e);
@@ -22,13 +58,13 @@ int cuda_use_device(int index, Err *e);
 /* generate() on the GPU: the same images array, options and per-image streams. Each step of a
  * batch (every layer, the head and the sampler) is one CUDA graph replay; the sampler draws
  * from dmol.c's PMF with rng.c's streams. */
-int cuda_generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
+int cuda_generate(const GpuModel *g, unsigned char *imgs, int n, const GenOptions *o, Err *e);
 
 /* transformer_forward() on the GPU: B sequences of T new positions on top of the memory of
  * those already run; head outputs copied to out [B][T][3M] (host). Capacity B x T is fixed at
  * creation; reset empties the memory (position 0). */
 typedef struct CudaForward CudaForward;
-CudaForward *cuda_forward_new(const Model *m, int B, int T, Err *e);
+CudaForward *cuda_forward_new(const GpuModel *g, int B, int T, Err *e);
 int  cuda_forward_run(CudaForward *f, const int *tokens, int B, int T, float *out, Err *e);
 void cuda_forward_reset(CudaForward *f);
 void cuda_forward_free(CudaForward *f);
@@ -39,7 +75,7 @@ void cuda_forward_free(CudaForward *f);
 int cuda_dmol_sample_batch(const float *out, int n, int M, Rng *rngs, int *x, Err *e);
 /* Seconds per RNN step (whole graph: layers, head, sampler) at batch B, timed over `steps`
  * replays after a warm-up; tf32: cuBLAS may use TF32 tensor cores (not exact: benchmark only). */
-int cuda_bench_step(const Model *m, int B, int steps, int tf32, double *sec_per_step, Err *e);
+int cuda_bench_step(const GpuModel *g, int B, int steps, int tf32, double *sec_per_step, Err *e);
 #endif
 
 #ifdef __cplusplus

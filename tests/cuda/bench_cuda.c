@@ -12,6 +12,7 @@
 #include "cuda/lingen_cuda.h"
 #include "device.h"
 #include "generate.h"
+#include "gpu_model.h"
 
 #define HBM_BYTES_PER_S 4.3e12   /* the H200's sustained HBM3e bandwidth, about */
 
@@ -27,8 +28,10 @@ int main(int argc, char **argv) {
     }
     Model m;
     Err e;
-    if (model_load(&m, argv[1], &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    if (model_load_with(&m, argv[1], MODEL_FILE_WEIGHTS, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
     if (cuda_probe(&e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    GpuModel g;
+    if (gpu_model_init(&g, &m, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
     const Config *c = &m.cfg;
     int N = c->seq_len, rc = 0;
     /* bytes of S and z read and written per image per step */
@@ -36,7 +39,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nb; i++) {
         for (int fast = 0; fast <= tf32; fast++) {
             double sec;
-            if (cuda_bench_step(&m, batches[i], steps, fast, &sec, &e)) {
+            if (cuda_bench_step(&g, batches[i], steps, fast, &sec, &e)) {
                 printf("lingen-cuda %s batch %d%s: failed: %s\n", argv[1], batches[i], fast ? " tf32" : "", e.msg);
                 rc = 1;
                 continue;
@@ -63,6 +66,7 @@ int main(int argc, char **argv) {
                     argv[1], s, N, s / N * 1e6);
         free(img);
     }
+    gpu_model_free(&g);
     model_free(&m);
     return rc;
 }

@@ -29,5 +29,19 @@ if out=$(timeout 120 "${launch[@]}" "$lingen" compare --softmax --device cuda --
     ok "compare --softmax --device cuda (tiny models)"
 else bad "compare --softmax --device cuda: $out"; fi
 
+echo "== sample grids: the GPU's against the CPU's float32 products, the same seed"
+# MODEL N: the PNG grids of N images byte for byte (the CPU's products in float32: LINGEN_BF16=0,
+# LINGEN_INT8=0; the GPU's are float32-exact)
+for spec in "mnist.bin 16" "mnist-softmax.bin 16" "cifar.bin 4" "cifar-softmax.bin 2"; do
+    read -r model n <<< "$spec"
+    m=$root/models/$model
+    [ -f "$m" ] || { bad "grid $model: $m is missing"; continue; }
+    rm -f "$tmp/g.png" "$tmp/c.png"
+    timeout 120 "${launch[@]}" "$lingen" sample --device cuda --model "$m" -n "$n" --seed 5 -o "$tmp/g.png" > "$tmp/g.log" 2>&1
+    timeout 600 env LINGEN_BF16=0 LINGEN_INT8=0 "${launch[@]}" "$lingen" sample --model "$m" -n "$n" --seed 5 -o "$tmp/c.png" > "$tmp/c.log" 2>&1
+    if [ -s "$tmp/g.png" ] && cmp -s "$tmp/g.png" "$tmp/c.png"; then ok "grid $model, $n images: the GPU's PNG = the CPU's, byte for byte"
+    else bad "grid $model, $n images: the GPU's PNG differs from the CPU's ($(tail -1 "$tmp/g.log") / $(tail -1 "$tmp/c.log"))"; fi
+done
+
 echo "$([ $fails -eq 0 ] && echo ok || echo FAIL): run_tests.sh: $fails failed"
 [ $fails -eq 0 ]
