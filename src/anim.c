@@ -146,6 +146,8 @@ int anim_stage(OutputGroup *g, const char *path, const unsigned char *imgs, int 
                        every);
     int gh, gw;
     image_grid_size(n, h, w, 0, &gh, &gw);
+    if (gw > 65535 || gh > 65535)   /* a GIF's sizes are 16-bit */
+        return err_set(e, "%s: a grid of %dx%d pixels is too large for a GIF", path, gw, gh);
     size_t pixels = (size_t)gh * gw;
     unsigned char *part = try_calloc((size_t)n, (size_t)h * w * ch, path, e);
     unsigned char *grid = part ? try_calloc(pixels, (size_t)ch, path, e) : NULL;   /* the border stays 0 */
