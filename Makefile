@@ -3,7 +3,7 @@ CC      ?= cc
 OPT     ?= -O3 -march=native -fno-trapping-math
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp
-LDLIBS  += -lopenblas -lcjson -lpng -lz -lm -lpthread -fopenmp
+LDLIBS  += -lopenblas -lcjson -lpng -lgif -lz -lm -lpthread -fopenmp
 PYTHON  ?= /usr/bin/python3
 # CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
 CUDA    ?= 0

@@ -4,7 +4,7 @@
 #   install-deps.sh test   to run the tests too (cmocka, PyTorch for the reference, Open MPI for
 #                          the MPI build's test)
 set -euo pipefail
-PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev zlib1g-dev libstb-dev python3 python3-matplotlib"
+PKGS="build-essential libopenblas-dev libcjson-dev libpng-dev libgif-dev zlib1g-dev libstb-dev python3 python3-matplotlib"
 [ "${1:-test}" = test ] && PKGS="$PKGS libcmocka-dev python3-torch python3-numpy libopenmpi-dev openmpi-bin"
 missing=()
 for p in $PKGS; do dpkg -s "$p" > /dev/null 2>&1 || missing+=("$p"); done

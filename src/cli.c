@@ -17,16 +17,19 @@
 #include "threads.h"
 #include "transformer.h"
 
-int cli_check_png_name(const char *cmd, const char *path) {
-    size_t n = strlen(path);
-    if (!strcmp(path, "-") || (n > 4 && !strcasecmp(path + n - 4, ".png"))) return 0;
+int cli_check_image_name(const char *cmd, const char *opt, const char *path, const char *ext, const char *kind) {
+    size_t n = strlen(path), k = strlen(ext);
+    if (!strcmp(path, "-") || (n > k && !strcasecmp(path + n - k, ext))) return 0;
     /* an existing device, FIFO or directory is not a file name to judge: the output check says
      * what it is (a device or FIFO is written directly, a directory refused) */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
-    fprintf(stderr, "lingen %s: -o %s: only PNG images are written; give a name ending in .png\n", cmd, path);
+    fprintf(stderr, "lingen %s: %s %s: only %s images are written; give a name ending in %s\n", cmd, opt, path, kind,
+            ext);
     return 2;
 }
+
+int cli_check_png_name(const char *cmd, const char *path) { return cli_check_image_name(cmd, "-o", path, ".png", "PNG"); }
 
 int cli_load_model(Model *m, const char *path) {
     Err e;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "anim.h"
 #include "args.h"
 #include "ceiling.h"
 #include "commands.h"
@@ -16,15 +17,23 @@
 #include "stop.h"
 #include "transformer.h"
 
-/* The grid of the `total` images gathered on rank 0, and each rank's `done` tiles (image first
- * on) in outdir: each rank writes its files to temporary names, and only when every rank has
- * done so are they all renamed into place (an MPI job: shard.h; one process is rank 0 of 1). */
+/* --animate: the GIF (path NULL: none), a frame every `every` positions shown delay_ms each (0
+ * until set: the defaults). */
+typedef struct { const char *path; long every, delay_ms; } Animation;
+
+/* The grid of the `total` images gathered on rank 0 (and its animation), and each rank's `done`
+ * tiles (image first on) in outdir: each rank writes its files to temporary names, and only when
+ * every rank has done so are they all renamed into place (an MPI job: shard.h; one process is
+ * rank 0 of 1). */
 static int write_images(const Config *c, const unsigned char *imgs, long total, long done, long first,
-                        const char *grid, const char *outdir) {
+                        const char *grid, const char *outdir, const Animation *anim) {
     OutputGroup g = {0};
     Err e;
     int rc = 0;
     if (shard_rank() == 0 && total > 0) rc = image_stage_grid(&g, grid, imgs, (int)total, c->height, c->width, c->channels, &e);
+    if (!rc && shard_rank() == 0 && total > 0 && anim->path)
+        rc = anim_stage(&g, anim->path, imgs, (int)total, c->height, c->width, c->channels, (int)anim->every,
+                        (int)anim->delay_ms, &e);
     if (!rc && outdir && done > 0) rc = image_stage_tiles(&g, outdir, imgs, first, (int)done, c->height, c->width,
                                                           c->channels, &e);
     if (rc) fprintf(stderr, "lingen: %s\n", e.msg);
@@ -59,9 +68,52 @@ static const char *products(const Model *m, long batch) {
     return transformer_step_products(m, (int)batch);
 }
 
+/* --animate's options, before the model is read: its name, the delay a GIF can hold (hundredths
+ * of a second), at most one output on standard output. Returns 0, or 2 after a usage message. */
+static int check_animation(Animation *a, const char *out, const char *json) {
+    if (!a->path) {
+        if (!a->every && !a->delay_ms) return 0;
+        fprintf(stderr, "lingen sample: --%s needs --animate FILE\n", a->every ? "frame-every" : "frame-delay");
+        return 2;
+    }
+    if (cli_check_image_name("sample", "--animate", a->path, ".gif", "GIF")) return 2;
+    if (a->delay_ms % 10) {
+        fprintf(stderr, "lingen sample: --frame-delay %ld: a GIF's delays are in hundredths of a second; "
+                        "give a multiple of 10\n", a->delay_ms);
+        return 2;
+    }
+    if (!strcmp(a->path, "-") && (!strcmp(out, "-") || (json && !strcmp(json, "-")))) {
+        fprintf(stderr, "lingen sample: --animate - and %s cannot both write to standard output\n",
+                !strcmp(out, "-") ? "-o -" : "--json -");
+        return 2;
+    }
+    if (!a->delay_ms) a->delay_ms = ANIM_DELAY_MS;
+    return 0;
+}
+
+/* Before the work: can the animation of n images be written, and is its size bounded by
+ * ANIM_LIMIT_BYTES? (sets the default frame spacing). Returns 0, 1 (an unwritable path) or 2 (too
+ * large: a usage error), after a message. */
+static int check_animation_size(Animation *a, const Config *c, long n) {
+    if (!a->every) a->every = anim_default_every(c->seq_len);
+    double bytes = anim_max_bytes((int)n, c->height, c->width, c->channels, (int)a->every);
+    if (bytes > ANIM_LIMIT_BYTES) {
+        fprintf(stderr, "lingen sample: --animate %s: %ld frames of %ld images could take %.0f MB, over the "
+                        "limit of %.0f MB; give a larger --frame-every or a smaller -n\n", a->path,
+                anim_frames(c->seq_len, (int)a->every), n, bytes / 1e6, ANIM_LIMIT_BYTES / 1e6);
+        return 2;
+    }
+    Err e;
+    if (output_check(a->path, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const char *path, const Config *c, const char *arith, long done, long batch, long seed,
-                          double secs, const char *out, const char *outdir) {
+                          double secs, const char *out, const char *outdir, const Animation *anim) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", path);
     cJSON_AddStringToObject(o, "dataset", c->dataset);
@@ -78,6 +130,12 @@ static cJSON *sample_json(const char *path, const Config *c, const char *arith, 
     cJSON_AddNumberToObject(o, "images_per_s", done / secs);
     cJSON_AddStringToObject(o, "output", out);
     if (outdir) cJSON_AddStringToObject(o, "outdir", outdir);
+    if (anim->path) {
+        cJSON_AddStringToObject(o, "animation", anim->path);
+        cJSON_AddNumberToObject(o, "frames", anim_frames(c->seq_len, (int)anim->every));
+        cJSON_AddNumberToObject(o, "frame_every", anim->every);
+        cJSON_AddNumberToObject(o, "frame_delay_ms", anim->delay_ms);
+    }
     jsonout_ranks(o);
     return o;
 }
@@ -88,6 +146,7 @@ int cmd_sample(int argc, char **argv) {
     double temperature = 1;
     int ceiling = 0;
     const char *device = "cpu";
+    Animation anim = {0};
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
@@ -98,6 +157,9 @@ int cmd_sample(int argc, char **argv) {
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
+        {"animate", 0, OPT_STR, &anim.path, "FILE", "also write a looping GIF of the grid filling in, sub-pixel by sub-pixel (a name ending in .gif)", 0, 0},
+        {"frame-every", 0, OPT_INT, &anim.every, "K", "--animate: a frame every K sub-pixels (default: N/64 rounded up, 13 for MNIST, 48 for CIFAR-10; 1 + ceil(N/K) frames, the first empty)", 1, 1000000},
+        {"frame-delay", 0, OPT_INT, &anim.delay_ms, "MS", "--animate: milliseconds a frame, a multiple of 10 (default 50); the last shows at least 2000", 20, 10000},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };
@@ -108,10 +170,13 @@ int cmd_sample(int argc, char **argv) {
                        "-o - writes the PNG to standard output. On a CPU with AVX512-BF16 the layers'\n"
                        "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3); at\n"
                        "small batches on a CPU with AVX512-VNNI too on 8-bit weights, where memory is\n"
-                       "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).",
+                       "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).\n"
+                       "--animate FILE also writes a GIF of the grid filling in, in the order drawn:\n"
+                       "gray exact, RGB rounded to a 6x7x6 colour cube; refused before any work if it\n"
+                       "could exceed 64 MB. It is made from the finished images, on any device.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
-    if (cli_check_png_name("sample", out)) return 2;
+    if (cli_check_png_name("sample", out) || check_animation(&anim, out, json)) return 2;
     if (json && !strcmp(json, "-") && !strcmp(out, "-")) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
         return 2;
@@ -136,6 +201,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "lingen: %s\n", e.msg);
         rc = EXIT_FAIL;
     }
+    if (!rc && anim.path && rank == 0) rc = check_animation_size(&anim, c, n);
     if (!rc) cli_set_threads(threads);
     long held = rank == 0 ? n : count, rank_batch = batch < count ? batch : count;
     if (!rc && cli_check_memory(&m, "sample", rank_batch, 1, (size_t)held * c->seq_len))
@@ -165,7 +231,7 @@ int cmd_sample(int argc, char **argv) {
     int stopped = shard_max(stop_signal);   /* a signal to any rank stops the job */
     long total = shard_gather(imgs, done, c->seq_len);   /* on rank 0: every rank's finished images */
     double secs = now_seconds() - t0;                    /* so far as the slowest rank */
-    int written = write_images(c, imgs, total, done, first, out, outdir) == 0;
+    int written = write_images(c, imgs, total, done, first, out, outdir, &anim) == 0;
     if (stopped) {
         if (written && total > 0 && rank == 0)
             fprintf(stderr, "lingen: interrupted: wrote the %ld finished image%s to %s\n", total, total == 1 ? "" : "s", out);
@@ -179,22 +245,27 @@ int cmd_sample(int argc, char **argv) {
         const char *arith = products(&m, batch);
         if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
         if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
-        FILE *info = strcmp(out, "-") ? stdout : stderr;   /* -o -: stdout is the PNG */
-        fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s\n",
+        /* -o - or --animate -: stdout is the image */
+        FILE *info = strcmp(out, "-") && !(anim.path && !strcmp(anim.path, "-")) ? stdout : stderr;
+        char animated[4200] = "";
+        if (anim.path)
+            snprintf(animated, sizeof animated, "; %ld frames -> %s", anim_frames(c->seq_len, (int)anim.every),
+                     anim.path);
+        fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s%s\n",
                 total, total == 1 ? "" : "s", c->height, c->width, c->channels,
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch,
                 !strcmp(arith, "int8")       ? ", 8-bit weights"
                 : !strcmp(arith, "AMX")      ? ", bfloat16 products on AMX tiles"
                 : !strcmp(arith, "bfloat16") ? ", bfloat16 products"
                                              : "",
-                temp, ranks, secs, total / secs, out);
+                temp, ranks, secs, total / secs, out, animated);
         double flops = transformer_flops_per_image(c);
         Ceiling sgemm = {0};
         if (ceiling)   /* FLOP per image / sgemm GFLOP/s: the most images/s these cores allow */
             sgemm = ceiling_report("ceiling: ", flops, total / secs, CEILING_STEPS,
                                    ceiling_state_traffic(c, batch));
         if (json) {
-            cJSON *o = sample_json(path, c, arith, total, batch, seed, secs, out, outdir);
+            cJSON *o = sample_json(path, c, arith, total, batch, seed, secs, out, outdir, &anim);
             if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, total / secs, &sgemm));
             if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
             cJSON_Delete(o);

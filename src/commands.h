@@ -15,6 +15,8 @@ int cmd_version(int argc, char **argv);
 /* -o FILE: lingen writes PNG only, so the name must end in .png ("-": standard output). Returns 0,
  * or 2 after a usage message. */
 int cli_check_png_name(const char *cmd, const char *path);
+/* The same for option opt's file, images of a kind ("GIF") whose names end in ext (".gif"). */
+int cli_check_image_name(const char *cmd, const char *opt, const char *path, const char *ext, const char *kind);
 /* --ceiling measures one process: refused (2, after a usage message) in a job of several ranks. */
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */

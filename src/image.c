@@ -25,21 +25,9 @@
 
 /* ---------------------------------------------------------------- writing */
 
-typedef struct { unsigned char *data; size_t len, cap; int oom; } MemBuf;
-
+/* stb_image_write's output callback: the bytes into a ByteBuf. */
 static void membuf_write(void *ctx, void *data, int size) {
-    MemBuf *m = ctx;
-    if (m->oom || size <= 0) return;
-    if (m->len + (size_t)size > m->cap) {
-        size_t cap = m->cap ? m->cap : 1 << 16;
-        while (cap < m->len + (size_t)size) cap *= 2;
-        unsigned char *p = realloc(m->data, cap);
-        if (!p) { m->oom = 1; return; }
-        m->data = p;
-        m->cap = cap;
-    }
-    memcpy(m->data + m->len, data, (size_t)size);
-    m->len += (size_t)size;
+    if (size > 0) bytebuf_append(ctx, data, (size_t)size);
 }
 
 /* Can a PNG of ch channels be written? (grids and tiles: gray or RGB) */
@@ -55,7 +43,7 @@ unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, 
         err_set(e, "%s: image too large (%dx%d)", path, w, h);
         return NULL;
     }
-    MemBuf m = {0};
+    ByteBuf m = {0};
     int ok = stbi_write_png_to_func(membuf_write, &m, w, h, ch, img, w * ch);
     if (!ok || m.oom) {
         free(m.data);
@@ -95,18 +83,10 @@ void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w) {
     *out_h = rows * (h + BORDER) + BORDER;
 }
 
-/* The grid's PNG bytes (malloc'd), or NULL and a message. */
-static unsigned char *encode_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
-                                  int cols, size_t *len, Err *e) {
-    if (n < 1 || h <= 0 || w <= 0 || !writable_channels(ch)) {
-        err_set(e, "%s: cannot write a grid of %d images %dx%dx%d", path, n, w, h, ch);
-        return NULL;
-    }
+void image_grid_fill(unsigned char *grid, const unsigned char *imgs, int n, int h, int w, int ch, int cols) {
     cols = grid_cols(n, cols);
     int gh, gw;
     image_grid_size(n, h, w, cols, &gh, &gw);
-    unsigned char *grid = try_calloc((size_t)gh * gw, (size_t)ch, path, e);   /* zeros: the border */
-    if (!grid) return NULL;
     size_t tile = (size_t)h * w * ch, row_bytes = (size_t)w * ch, grid_row = (size_t)gw * ch;
     for (int i = 0; i < n; i++) {
         int y0 = BORDER + (i / cols) * (h + BORDER), x0 = BORDER + (i % cols) * (w + BORDER);
@@ -114,6 +94,20 @@ static unsigned char *encode_grid(const char *path, const unsigned char *imgs, i
             memcpy(grid + (size_t)(y0 + y) * grid_row + (size_t)x0 * ch,
                    imgs + i * tile + (size_t)y * row_bytes, row_bytes);
     }
+}
+
+/* The grid's PNG bytes (malloc'd), or NULL and a message. */
+static unsigned char *encode_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
+                                  int cols, size_t *len, Err *e) {
+    if (n < 1 || h <= 0 || w <= 0 || !writable_channels(ch)) {
+        err_set(e, "%s: cannot write a grid of %d images %dx%dx%d", path, n, w, h, ch);
+        return NULL;
+    }
+    int gh, gw;
+    image_grid_size(n, h, w, cols, &gh, &gw);
+    unsigned char *grid = try_calloc((size_t)gh * gw, (size_t)ch, path, e);   /* zeros: the border */
+    if (!grid) return NULL;
+    image_grid_fill(grid, imgs, n, h, w, ch, cols);
     unsigned char *png = image_encode_png(grid, gh, gw, ch, len, path, e);
     free(grid);
     return png;

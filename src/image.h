@@ -27,6 +27,9 @@ int image_stage_tiles(OutputGroup *g, const char *outdir, const unsigned char *i
                       int w, int ch, Err *e);
 /* Grid geometry (for tests and callers). */
 void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
+/* The pixels of that grid: imgs tiled into grid (out_h x out_w x ch, as image_grid_size gives),
+ * which the caller zeroed (the border is left as it is). */
+void image_grid_fill(unsigned char *grid, const unsigned char *imgs, int n, int h, int w, int ch, int cols);
 /* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, 16->8 bit);
  * alpha is composited onto black; a clear error for a corrupt file or a size mismatch. */
 int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e);

@@ -41,6 +41,20 @@ void *try_calloc(size_t n, size_t size, const char *what, Err *e) {
     return p;
 }
 
+void bytebuf_append(ByteBuf *b, const void *data, size_t n) {
+    if (b->oom || n == 0) return;
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 1 << 16;
+        while (cap - b->len < n) cap *= 2;
+        unsigned char *p = realloc(b->data, cap);
+        if (!p) { b->oom = 1; return; }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+}
+
 /* calloc's block and 64 bytes more (its pages stay untouched until used: a KV cache fills as
  * the positions go), the first line boundary past its start returned, the block's address kept
  * in the 8 bytes before it (at least 16 are there: calloc's blocks start at multiples of 16). */

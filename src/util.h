@@ -20,6 +20,10 @@ void *try_calloc(size_t n, size_t size, const char *what, Err *e);
  * would at malloc's 16 bytes past one. Freed with free_lines. */
 void *try_calloc_lines(size_t n, size_t size, const char *what, Err *e);
 void free_lines(void *p);
+/* A byte buffer that grows as an encoder appends to it (PNG, GIF written in memory first): on
+ * out of memory the bytes are dropped and oom set, for the encoder's caller to report. */
+typedef struct { unsigned char *data; size_t len, cap; int oom; } ByteBuf;
+void bytebuf_append(ByteBuf *b, const void *data, size_t n);
 /* Ask for 2 MB pages (transparent huge pages, where the kernel has them) over the whole 2 MB
  * ranges of [p, p + bytes), before they are first touched: a sampling step streams tens of MB
  * (the weights, the RNN state), and with 4 KB pages that is a TLB miss every 4 KB. */

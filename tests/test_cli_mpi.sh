@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lingen over the ranks of an MPI job (make MPI=1): sample and eval under mpirun -np 2 and 3 give
-# what one process of the plain build gives (the grid and the tiles byte for byte, the bits/dim to
+# what one process of the plain build gives (the grid, tiles and animation byte for byte, the bits/dim to
 # 1e-6); a rank that fails, before or after the work, ends the whole job with exit 1, its message,
 # and nothing written. Builds build-mpi/lingen itself (./lingen stays the plain build). Run from
 # the repository root with $LINGEN_DATA set.
@@ -27,7 +27,7 @@ ldd $M | grep -q libmpi && ok "$M links MPI" || bad "$M does not link MPI"
 
 # one process of the plain build: the reference
 S="sample --model $F/tiny-linear-mnist.bin -n 7 --batch 3 --seed 11"
-$L $S -o "$T/ref.png" --outdir "$T/ref" > /dev/null
+$L $S -o "$T/ref.png" --outdir "$T/ref" --animate "$T/ref.gif" > /dev/null
 $L sample --model $F/tiny-softmax-cifar.bin -n 5 --seed 3 -o "$T/cref.png" --outdir "$T/cref" > /dev/null
 E="eval bits-per-dim --model $F/tiny-linear-mnist.bin --limit 7 --batch 3"
 $L $E --json "$T/ref.json" > /dev/null
@@ -43,8 +43,9 @@ PY
 }
 
 for np in 2 3; do
-  expect 0 "sample over $np ranks" $RUN -np $np $M $S -o "$T/g$np.png" --outdir "$T/t$np"
+  expect 0 "sample over $np ranks" $RUN -np $np $M $S -o "$T/g$np.png" --outdir "$T/t$np" --animate "$T/g$np.gif"
   cmp -s "$T/ref.png" "$T/g$np.png" && ok "$np ranks: the same grid as one process" || bad "$np ranks: another grid"
+  cmp -s "$T/ref.gif" "$T/g$np.gif" && ok "$np ranks: the same animation as one process" || bad "$np ranks: another animation"
   diff -r "$T/ref" "$T/t$np" > /dev/null && ok "$np ranks: the same 7 tiles" || bad "$np ranks: other tiles: $(ls "$T/t$np" | tr '\n' ' ')"
   [ "$(grep -c '^sampled 7 images' "$T/out")" = 1 ] && ok "$np ranks: one report, rank 0's" || bad "$np ranks: $(grep -c '^sampled' "$T/out") reports"
   contains "$np ranks: the report counts the whole job" "^sampled 7 images (.*, $np ranks) in"

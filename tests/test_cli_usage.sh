@@ -26,6 +26,25 @@ for v in --version version; do
   contains "$v: the threads ($(nproc))" "^threads      $(nproc) "
   contains "$v: CUDA" "^CUDA         no$"
 done
+# the version is CHANGELOG.md's newest release, and the man page's; the changelog's releases
+# (Keep a Changelog: "## [X.Y.Z] - YYYY-MM-DD") newest first, under "## [Unreleased]"
+top=$(python3 - CHANGELOG.md <<'PY'
+import re, sys
+heads = [l.rstrip("\n") for l in open(sys.argv[1]) if l.startswith("## ")]
+assert heads and heads[0] == "## [Unreleased]", heads[:1]
+rel = [re.fullmatch(r"## \[(\d+)\.(\d+)\.(\d+)\] - (\d{4}-\d{2}-\d{2})", h) for h in heads[1:]]
+assert rel and all(rel), [h for h, m in zip(heads[1:], rel) if not m]
+vers = [tuple(map(int, m.groups()[:3])) for m in rel]
+dates = [m.group(4) for m in rel]
+assert vers == sorted(vers, reverse=True) and len(set(vers)) == len(vers), vers
+assert dates == sorted(dates, reverse=True), dates
+print("%d.%d.%d" % vers[0])
+PY
+)
+[ -n "$top" ] && ok "CHANGELOG.md: Unreleased, then releases newest first, dated ($top)" || bad "CHANGELOG.md's headings"
+[ "$($L --version | head -1)" = "lingen $top" ] && ok "--version is CHANGELOG.md's newest release ($top)" ||
+  bad "--version says '$($L --version | head -1)', CHANGELOG.md's newest release is '$top'"
+grep -q "^\.TH LINGEN 1 \"\" \"lingen $top\"" docs/lingen.1 && ok "the man page's version is $top" || bad "the man page's version is not $top"
 expect 0 "version --help" $L version --help
 contains "version --help says what it shows" "micro-kernel"
 expect 0 "lingen --help mentions --version" $L --help
