@@ -111,6 +111,9 @@ def datasets():
     out("dataset", "cifar-test-gz-no-trailer", bytes([1 | 4, 1]) + gz(cifar)[:-8])
     out("dataset", "mnist-test-gz-bad-crc-limit1", bytes([4, 1]) + gz(images)[:-8] + b"\0" * 8 + SEP + gz(labels))
     out("dataset", "mnist-test-gz-junk-after", bytes([4, 0]) + gz(images) + b"junk" + SEP + labels)
+    # a gzip file may be several members (split inside the second image here)
+    out("dataset", "mnist-test-gz-two-members-limit1", bytes([4, 1]) + gz(images[:900]) + gz(images[900:])
+        + SEP + gz(labels))
 
 
 # ---------------------------------------------------------------- PNG
