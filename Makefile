@@ -156,8 +156,9 @@ test-cli: lingen
 	@fail=0; for t in tests/test_cli*.sh; do echo "== $$t"; $(TEST_ENV) bash $$t || { echo "!! $$t exited $$?"; fail=1; }; done; \
 	  exit $$fail
 
-# One-line semantic changes to src/, each built and run against test-c and test-cli in a copy
-# of the tree: which of them no test notices (tests/mutate.sh; not part of make test).
+# One-line semantic changes to src/, each built and run in a copy of the tree against the tests
+# of its file: which of them no test notices (tests/mutate.sh; not part of make test). The last
+# line: "N killed, N survived"; a change that no longer applies to the code stops it (exit 2).
 mutate:
 	bash tests/mutate.sh
 
