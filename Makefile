@@ -156,8 +156,9 @@ test-cli: lingen
 	@fail=0; for t in tests/test_cli*.sh; do echo "== $$t"; $(TEST_ENV) bash $$t || { echo "!! $$t exited $$?"; fail=1; }; done; \
 	  exit $$fail
 
-# One-line semantic changes to src/, each built and run against test-c and test-cli in a copy
-# of the tree: which of them no test notices (tests/mutate.sh; not part of make test).
+# One-line semantic changes to src/, each built and run in a copy of the tree against the tests
+# of its file: which of them no test notices (tests/mutate.sh; not part of make test). The last
+# line: "N killed, N survived"; a change that no longer applies to the code stops it (exit 2).
 mutate:
 	bash tests/mutate.sh
 
@@ -213,7 +214,7 @@ FUZZ_TARGETS := model dataset png args
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
-FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx threads dataset image args)
+FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx matmul_q8 threads dataset image args)
 # A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
 FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).

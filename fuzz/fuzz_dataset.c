@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "dataset.h"
 #include "fuzz_common.h"
@@ -24,6 +25,8 @@
 
 static char root[256];
 static char written[MAX_FILES][512];   /* the files of the last input, removed before the next */
+static const uint8_t *contents[MAX_FILES];   /* ... and what each holds */
+static size_t sizes[MAX_FILES];
 static int n_written;
 
 static void remove_written(void) {
@@ -59,12 +62,39 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 static void write_file(const char *sub, const char *name, int gz, const uint8_t *data, size_t n) {
+    contents[n_written] = data;
+    sizes[n_written] = n;
     char *p = written[n_written++];
     snprintf(p, sizeof written[0], "%s/%s/%s%s", root, sub, name, gz ? ".gz" : "");
     FILE *f = fopen(p, "wb");
     FUZZ_CHECK(f);
     FUZZ_CHECK(fwrite(data, 1, n, f) == n);
     FUZZ_CHECK(fclose(f) == 0);
+}
+
+/* Whether data[0..n) is whole gzip members and nothing after them, by zlib alone: what a
+ * gzipped file that dataset_load read to its end must be. */
+static int whole_gzip(const uint8_t *data, size_t n) {
+    while (n > 0) {
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        FUZZ_CHECK(inflateInit2(&z, 15 + 16) == Z_OK);   /* 16: the gzip wrapper only */
+        z.next_in = (unsigned char *)data;
+        z.avail_in = (uInt)n;
+        unsigned char out[4096];
+        int rc;
+        do {
+            z.next_out = out;
+            z.avail_out = sizeof out;
+            rc = inflate(&z, Z_NO_FLUSH);
+        } while (rc == Z_OK);
+        size_t used = n - z.avail_in;
+        inflateEnd(&z);
+        if (rc != Z_STREAM_END) return 0;
+        data += used;
+        n -= used;
+    }
+    return 1;
 }
 
 /* The first SEP in [p, end), or NULL (memmem is a GNU extension). */
@@ -116,6 +146,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(d.n > 0 && (limit == 0 || d.n <= limit));
         FUZZ_CHECK(d.height == (cifar ? 32 : 28) && d.width == d.height && d.channels == (cifar ? 3 : 1));
         for (int i = 0; i < d.n; i++) FUZZ_CHECK(d.labels[i] <= 9);
+        /* every file was read to its end (not the CIFAR-10 train batches past --limit) */
+        if (!(cifar && train && limit))
+            for (int i = 0; i < n_written; i++)
+                if (sizes[i] >= 2 && contents[i][0] == 0x1f && contents[i][1] == 0x8b)
+                    FUZZ_CHECK(whole_gzip(contents[i], sizes[i]));
         /* touch every pixel: ASan flags a buffer shorter than the header promised */
         unsigned sum = 0;
         for (size_t i = 0, np = (size_t)d.n * d.height * d.width * d.channels; i < np; i++) sum += d.images[i];

@@ -73,12 +73,21 @@ def models():
     overlap = json.loads(json.dumps(h))
     overlap["extra"] = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
     edited("overlapping-tensors.bin", overlap, data)
+    # the last tensor 4 bytes back into the one before it, the data 4 bytes shorter: the sizes
+    # still add up to the data section, the ranges do not tile it
+    partly = json.loads(json.dumps(h))
+    begin, end = partly["head.bias"]["data_offsets"]
+    partly["head.bias"]["data_offsets"] = [begin - 4, end - 4]
+    edited("partly-overlapping-tensors.bin", partly, data[:-4])
     utf8 = json.loads(json.dumps(h))
     utf8["__metadata__"]["note"] = "caf\u00e9 \u6771 \\u0000 \x1b[2J"
     edited("utf8-metadata.bin", utf8, data)
     big = json.loads(json.dumps(h))
     big["__metadata__"].update(height="1024", width="1024")
     edited("side-1024.bin", big, data)
+    four = json.loads(json.dumps(h))
+    four["__metadata__"]["channels"] = "4"
+    edited("channels-4.bin", four, data)
 
 
 # ---------------------------------------------------------------- MNIST and CIFAR-10
@@ -102,6 +111,9 @@ def datasets():
     out("dataset", "cifar-test-gz-no-trailer", bytes([1 | 4, 1]) + gz(cifar)[:-8])
     out("dataset", "mnist-test-gz-bad-crc-limit1", bytes([4, 1]) + gz(images)[:-8] + b"\0" * 8 + SEP + gz(labels))
     out("dataset", "mnist-test-gz-junk-after", bytes([4, 0]) + gz(images) + b"junk" + SEP + labels)
+    # a gzip file may be several members (split inside the second image here)
+    out("dataset", "mnist-test-gz-two-members-limit1", bytes([4, 1]) + gz(images[:900]) + gz(images[900:])
+        + SEP + gz(labels))
 
 
 # ---------------------------------------------------------------- PNG

@@ -54,11 +54,15 @@ h1=$(entropy "$T/t1") h03=$(entropy "$T/t03")
 awk -v a="$h03" -v b="$h1" 'BEGIN { exit !(a < b - 0.5) }' &&
   ok "lower T, lower entropy of the values: $h1 bits at T=1, $h03 at 0.3" ||
   bad "entropy did not fall: $h1 bits at T=1, $h03 at 0.3"
-for v in abc 0 -1 nan inf 0.001 1000; do
+for v in abc 0 -1 nan inf 0.001 0.0099 100.01 1000; do
   expect 2 "sample --temperature $v is a usage error" $L sample --model $CM -n 1 --temperature "$v" -o "$T/x.png"
 done
 contains "--temperature out of range: says the range" "must be in 0.01..100"
 [ -e "$T/x.png" ] && bad "a bad --temperature wrote a file" || ok "a bad --temperature wrote nothing"
+for v in 0.01 100; do   # the ends of the range are in it
+  expect 0 "sample --temperature $v" $L sample --model $CM -n 1 --temperature $v -o "$T/end.png"
+  expect 0 "complete --temperature $v" $L complete --model $CM "$T/t1/sample_00000.png" --samples 1 --temperature $v -o "$T/end.png"
+done
 expect 2 "complete --temperature 0" $L complete --model $CM "$T/t1/sample_00000.png" --temperature 0 -o "$T/x.png"
 contains "complete --temperature 0: names the option" "lingen complete: --temperature"
 $L complete --model $CM "$T/t1/sample_00000.png" --seed 2 -o "$T/c.png" > /dev/null

@@ -75,8 +75,9 @@ static void test_handoff_softmax(void **st) { (void)st; check_handoff(FIXTURE("t
 static void test_handoff_linear_rgb(void **st) { (void)st; check_handoff(FIXTURE("tiny-linear-cifar.bin")); }
 
 /* Sampling from scratch (no prefix): generate() in batches equals the step-by-step reference that
- * starts from BOS, image k on stream k; at temperature 1 (also when left unset) and
- * at 0.5. Feeding token 0 instead of BOS at the first position changes every image. */
+ * starts from BOS, image k on stream first + k; at temperature 1 (also when left unset) and
+ * at 0.5, and from first = 7 (an MPI rank's share of a job). Feeding token 0 instead of BOS at
+ * the first position changes every image. */
 static void check_from_scratch(const char *name) {
     enum { n = 5 };
     Model m;
@@ -84,22 +85,23 @@ static void check_from_scratch(const char *name) {
     if (model_load(&m, name, &e)) fail_msg("%s", e.msg);
     int N = m.cfg.seq_len;
     unsigned char *out = malloc((size_t)n * N), *ref = malloc(N);
-    const double temps[] = {0, 1, 0.5};
-    for (int i = 0; i < 3; i++) {
-        GenOptions o = {.seed = 21, .batch = 3, .temperature = temps[i]};   /* batches of 3 and 2 */
+    const double temps[] = {0, 1, 0.5, 1};
+    const long firsts[] = {0, 0, 0, 7};
+    for (int i = 0; i < 4; i++) {
+        GenOptions o = {.seed = 21, .first = firsts[i], .batch = 3, .temperature = temps[i]};   /* batches of 3 and 2 */
         assert_int_equal(generate(&m, out, n, &o, &e), n);
         for (int k = 0; k < n; k++) {
-            complete_stepwise(&m, NULL, 0, 21, k, temps[i] > 0 ? temps[i] : 1.0, ref);
+            complete_stepwise(&m, NULL, 0, 21, (uint64_t)(firsts[i] + k), temps[i] > 0 ? temps[i] : 1.0, ref);
             const unsigned char *got = out + (size_t)k * N;
             if (memcmp(got, ref, N)) {
                 int t = 0;
                 while (got[t] == ref[t]) t++;
-                fail_msg("%s, temperature %g, image %d: generate differs from the BOS-first steps at value %d (%d vs %d)",
-                         name, temps[i], k, t, got[t], ref[t]);
+                fail_msg("%s, temperature %g, image %ld: generate differs from the BOS-first steps at value %d (%d vs %d)",
+                         name, temps[i], firsts[i] + k, t, got[t], ref[t]);
             }
         }
     }
-    printf("%s: %d images from scratch equal to the step-by-step reference at T = 1 and 0.5\n", name, n);
+    printf("%s: %d images from scratch equal to the step-by-step reference at T = 1 and 0.5, from image 0 and 7\n", name, n);
     free(out);
     free(ref);
     model_free(&m);

@@ -594,6 +594,57 @@ static void test_gzip_trailer(void **state) {
     free(g);
 }
 
+/* A gzip file is whole gzip members and nothing after them: a byte after the trailer is
+ * refused, with --limit too (the file is read to its end all the same); two members (split
+ * inside an image) load as their data joined. */
+static void test_gzip_after_end(void **state) {
+    Tmp *t = *state;
+    write_mnist(t, 3);
+    Dataset want, d;
+    Err e;
+    if (dataset_load(&want, t->root, "mnist", "test", 0, &e)) fail_msg("%s", e.msg);
+    const char *img = tpath(t, "mnist", "t10k-images-idx3-ubyte");
+    size_t len, n, n1, n2, split = 16 + 784 + 100;
+    unsigned char *b = slurp(img, &len);
+    assert_int_equal(unlink(img), 0);
+    char gz[4200];
+    snprintf(gz, sizeof gz, "%s.gz", img);
+    write_gz(gz, b, len);
+    unsigned char *one = slurp(gz, &n);
+    unsigned char *more = malloc(n + 4);
+    assert_non_null(more);
+    memcpy(more, one, n);
+    memcpy(more + n, "junk", 4);
+    write_plain(gz, more, n + 4);
+    expect_fail(t->root, "mnist", "test", 0, gz, "corrupt gzip stream: data after its end");
+    expect_fail(t->root, "mnist", "test", 1, gz, "corrupt gzip stream: data after its end");
+    more[n] = 0;   /* a single zero byte */
+    write_plain(gz, more, n + 1);
+    expect_fail(t->root, "mnist", "test", 0, gz, "corrupt gzip stream: data after its end");
+
+    write_gz(gz, b, split);
+    unsigned char *m1 = slurp(gz, &n1);
+    write_gz(gz, b + split, len - split);
+    unsigned char *m2 = slurp(gz, &n2);
+    unsigned char *two = malloc(n1 + n2);
+    assert_non_null(two);
+    memcpy(two, m1, n1);
+    memcpy(two + n1, m2, n2);
+    write_plain(gz, two, n1 + n2);
+    if (dataset_load(&d, t->root, "mnist", "test", 0, &e)) fail_msg("two gzip members: %s", e.msg);
+    assert_int_equal(d.n, 3);
+    assert_memory_equal(d.images, want.images, (size_t)3 * 784);
+    assert_memory_equal(d.labels, want.labels, 3);
+    dataset_free(&d);
+    dataset_free(&want);
+    free(b);
+    free(one);
+    free(more);
+    free(m1);
+    free(m2);
+    free(two);
+}
+
 /* Only regular files: a directory or a FIFO in a file's place is named as such, at once (a FIFO
  * with no writer would block a plain open for ever: the alarm turns that into a failure). */
 static void test_not_regular_files(void **state) {
@@ -637,6 +688,7 @@ int main(void) {
         T(test_cifar_bad_label),
         T(test_cifar_record_count),
         T(test_gzip_trailer),
+        T(test_gzip_after_end),
         T(test_not_regular_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -227,6 +227,7 @@ static void ninf_norm_bias(Parts *p) { poke(p, "layers.1.norm1.bias", 0, -INFINI
 static void nan_linear(Parts *p) { poke(p, "layers.0.attn.qkv.weight", 33, NAN); }
 static void side_too_large(Parts *p) { set_meta(p, "height", "1024"); set_meta(p, "width", "1024"); }
 static void channels_2(Parts *p) { set_meta(p, "channels", "2"); }
+static void channels_4(Parts *p) { set_meta(p, "channels", "4"); }
 static void transposed(Parts *p) { set_ints(tensor(p, "layers.0.ff1.weight"), "shape", 2, (double[]){32, 64}); }
 static void wrong_ndim(Parts *p) { set_ints(tensor(p, "head.bias"), "shape", 2, (double[]){3, 3}); }
 static void config_mismatch(Parts *p) { set_meta(p, "d_ff", "63"); }
@@ -274,6 +275,12 @@ static void overlapping_tensor(Parts *p) {
     set_ints(t, "shape", 1, (double[]){1});
     set_ints(t, "data_offsets", 2, (double[]){4, 8});
 }
+/* the last tensor moved 4 bytes back into the one before it, the file 4 bytes shorter: the
+ * ranges still add up to the data section, but the two share 4 bytes */
+static void partly_overlapping_tensor(Parts *p) {
+    set_ints(tensor(p, "head.bias"), "data_offsets", 2, (double[]){(double)p->dlen - 40, (double)p->dlen - 4});
+    p->drop = 4;
+}
 static void duplicate_tensor(Parts *p) {
     cJSON_AddItemToObject(p->hdr, "emb.weight", cJSON_Duplicate(tensor(p, "emb.weight"), 1));
 }
@@ -317,6 +324,7 @@ static const Case CASES[] = {
     {"n_heads = 4.0", heads_fraction, "metadata: n_heads = '4.0' is not a positive integer"},
     {"n_layers too large", layers_huge, "metadata: n_layers = '100000' is out of range (1..1024)"},
     {"n_layers overflows", layers_overflow, "n_layers = '99999999999999999999999' is out of range"},
+    {"channels 4", channels_4, "metadata: channels = '4' is out of range (1..3)"},
     {"channels too large", channels_5, "metadata: channels = '5' is out of range (1..3)"},
     {"channels 2", channels_2, "channels = '2': must be 1 (gray) or 3 (RGB)"},
     {"images of 1024x1024", side_too_large, "metadata: height = '1024' is out of range (1..64)"},
@@ -360,6 +368,8 @@ static const Case CASES[] = {
     {"truncated by one byte", truncated_by_one, "tensor 'head.bias': data_offsets [86208, 86244] past end of data"},
     {"unexpected tensor", extra_tensor, "unexpected tensor 'foo'"},
     {"overlapping tensors", overlapping_tensor, "tensors 'emb.weight' and 'foo' overlap"},
+    {"tensors partly overlapping", partly_overlapping_tensor,
+     "tensors 'head.weight' and 'head.bias' overlap (bytes 86204..86208 of the data)"},
     {"bytes no tensor owns", unlisted_bytes, "8192 unused bytes before tensor 'layers.1.ff1.bias'"},
     {"bytes after the last tensor", trailing_bytes, "4 bytes after the last tensor 'head.bias'"},
     {"duplicate tensor", duplicate_tensor, "tensor 'emb.weight' appears twice"},

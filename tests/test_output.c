@@ -1,6 +1,7 @@
 /* Output files: an existing file is replaced atomically (a hard link to the old file keeps the
- * complete old bytes, whether the new write fails part-way or succeeds), symlinks are followed,
- * FIFOs written directly, 255-byte names work, checks before the work, all-or-nothing groups. */
+ * complete old bytes, whether the new write fails part-way or succeeds), a failed rename leaves
+ * no temporary file, symlinks are followed, FIFOs written directly, 255-byte names work, checks
+ * before the work, all-or-nothing groups. */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -82,6 +83,22 @@ static void test_replace_is_atomic(void **state) {
     assert_int_equal(stat(link_path, &b), 0);
     assert_int_not_equal(a.st_ino, b.st_ino);
     assert_int_equal(n_entries(test_dir), 2);
+}
+
+/* The rename into place fails (a directory took the file's place after it was opened): the
+ * error says so, and the temporary file is removed. */
+static void test_rename_fails(void **state) {
+    (void)state;
+    const char *p = test_in_dir("out.png");
+    Err e;
+    AtomicFile a;
+    if (atomic_open(&a, p, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(fwrite("data", 1, 4, a.f), 4);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_not_equal(atomic_commit(&a, &e), 0);
+    assert_non_null(strstr(e.msg, "is a directory"));
+    assert_int_equal(n_entries(test_dir), 1);   /* the directory alone: no temp file */
+    assert_int_equal(n_entries(p), 0);
 }
 
 static void test_write_error_message(void **state) {
@@ -243,6 +260,7 @@ static void test_outdir_all_or_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         TEST_IN_DIR(test_replace_is_atomic),
+        TEST_IN_DIR(test_rename_fails),
         TEST_IN_DIR(test_write_error_message),
         TEST_IN_DIR(test_symlink_followed),
         TEST_IN_DIR(test_fifo_written_directly),

@@ -1,7 +1,8 @@
 /* parallel_for: every item runs exactly once, on a thread index in range, never two at once on
  * one index, over many short loops in a row (a thread that wakes late must not take an item
- * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items; after pauses
- * and items long enough that waiting threads sleep; also in a fork()ed child. The adaptive
+ * of a finished loop), with 1 to 4 threads and with loops of 0, 1 and many items (past 2^20 - 1:
+ * run in chunks); after pauses and items long enough that waiting threads sleep; also in a
+ * fork()ed child. The adaptive
  * choice: loops run alone when the other threads only slow them down (as when another program
  * has their cores), and with them when they help. */
 #define _GNU_SOURCE   /* sched_setaffinity, sched_getcpu */
@@ -61,6 +62,36 @@ static void test_each_item_once(void **state) {
     assert_true(by_others > 0);   /* the other threads did take items: the test saw them at work */
     threads_adapt(1);
     free(c);
+}
+
+/* A loop of more items than one loop takes at a time (2^20 - 1, threads.c) runs as several:
+ * every item still runs exactly once. Lengths: 2^20 - 1 exactly, one more, two chunks and 3. */
+typedef struct { atomic_uchar *runs; int n; _Atomic int bad; } Long;
+static void long_item(void *ctx, int item, int thread) {
+    Long *l = ctx;
+    if (item < 0 || item >= l->n || thread < 0 || thread >= threads_count()) atomic_fetch_add(&l->bad, 1);
+    else atomic_fetch_add(&l->runs[item], 1);
+}
+
+static void test_long_loop(void **state) {
+    (void)state;
+    const int most = (1 << 20) - 1, sizes[] = {most, most + 1, 2 * most + 3};
+    threads_adapt(0);
+    for (int t = 1; t <= 3; t++) {
+        assert_int_equal(threads_set(t), t);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            Long l = {calloc((size_t)sizes[k], 1), sizes[k], 0};
+            assert_non_null(l.runs);
+            parallel_for(l.n, long_item, &l, l.n);
+            assert_int_equal(atomic_load(&l.bad), 0);
+            for (int i = 0; i < l.n; i++)
+                if (atomic_load(&l.runs[i]) != 1)
+                    fail_msg("%d threads, loop of %d items: item %d ran %d times", t, l.n, i, atomic_load(&l.runs[i]));
+            free(l.runs);
+        }
+    }
+    threads_adapt(1);
+    threads_set(0);
 }
 
 /* Loops of n items for `secs` seconds: how many loops ran, and the share of the items that the
@@ -319,6 +350,7 @@ int main(void) {
         cmocka_unit_test(test_together_when_others_help),
         cmocka_unit_test(test_usable_cores),
         cmocka_unit_test(test_even_share),
+        cmocka_unit_test(test_long_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
