@@ -134,7 +134,8 @@ test-c: $(TESTS) $(MATMUL_TESTS)
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), the AVX2 one where the build picked AVX-512, and AMX's tiles as C
 # (matmul_amx.c, LINGEN_AMX_EMULATE) where the processor has none.
-MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/matmul_q8.c src/threads.c src/util.c
+MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/matmul_q8.c src/store.c src/product.c src/plan.c \
+              src/settings.c src/threads.c src/util.c
 MATMUL_LINK = $(CC) $(CFLAGS) -Itests -o $@ $(MATMUL_SRC) -lcmocka -lm -lpthread -fopenmp
 $(BUILD)/test_matmul_portable: $(MATMUL_SRC) src/matmul.h src/matmul_amx.h | $(BUILD)
 	$(MATMUL_LINK) -U__AVX2__ -U__AVX512F__
@@ -214,7 +215,8 @@ FUZZ_TARGETS := model dataset png args
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all \
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
-FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx matmul_q8 threads dataset image args)
+FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx matmul_q8 store plan settings \
+                threads dataset image args)
 # A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
 FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).

@@ -7,6 +7,8 @@
 #include "attention.h"
 #include "matmul.h"
 #include "matmul_amx.h"
+#include "plan.h"
+#include "product.h"
 #include "threads.h"
 #include "util.h"
 
@@ -29,7 +31,7 @@ static void blas_item(void *ctx, int item, int thread) {
 
 /* GFLOP/s of the best window of repeated 1024^3 products: OpenBLAS per item (own = 0, b the
  * matrix), or lingen's kernel on the packed weight W. */
-static double best_gflops(int own, const float *a, const float *b, Packed W, const float *bias, float *c) {
+static double best_gflops(int own, Kernel k, const float *a, const float *b, Packed W, const float *bias, float *c) {
     size_t n = SGEMM_N;
     Blas q = {a, b, c};
     double best = 0;
@@ -37,7 +39,7 @@ static double best_gflops(int own, const float *a, const float *b, Packed W, con
         int reps = 0;
         double t0 = now_seconds(), secs;
         do {
-            if (own) matmul(c, a, W, bias, n, n, n);
+            if (own) product(k, c, a, W, bias, n, n, n, MATMUL_NONE, (Rounded){NULL, NULL});
             else parallel_for((SGEMM_N / RB) * (SGEMM_N / CB), blas_item, &q, 0);
             reps++;
         } while ((secs = now_seconds() - t0) < (w < 0 ? 0.05 : WINDOW_SECONDS) || reps < 2);
@@ -68,19 +70,21 @@ Ceiling ceiling_measure(int form) {
     for (size_t i = 0; i < n * n + packed; i++) a[i] = (float)(i % 7) * 0.1f;   /* not zeros: they can run faster */
     for (size_t i = 0; i < n; i++) bias[i] = 0;
     Ceiling r = {.threads = threads_count(), .kernel = matmul_kernel_name()};
-    r.openblas = best_gflops(0, a, b, (Packed){0}, NULL, c);
-    r.lingen = best_gflops(1, a, NULL, (Packed){b, 0, NULL, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
-    if (form == CEILING_PARALLEL && matmul_amx_ready()) {   /* the parallel form's products ran on AMX tiles */
+    r.openblas = best_gflops(0, KERNEL_F32, a, b, (Packed){0}, NULL, c);
+    r.lingen = best_gflops(1, KERNEL_F32, a, NULL, (Packed){b, 0, NULL, NULL, NULL}, bias, c);   /* b read as packed weights: any values do */
+    Plan plan = plan_default();
+    Copies all = plan_copies(&plan, 1, 0);   /* a float16 weight's: what a model of the files holds */
+    if (form == CEILING_PARALLEL && plan_kernel(&plan, all, 2, 1, 0) == KERNEL_AMX) {   /* the parallel form's products ran on AMX tiles */
         uint16_t *h = some_values(matmul_amx_values(n, n), 0x2c00, 0x100);
-        faster(&r, best_gflops(1, a, NULL, (Packed){NULL, 1, h, NULL, NULL}, bias, c), "AMX");
+        faster(&r, best_gflops(1, KERNEL_AMX, a, NULL, (Packed){NULL, 1, h, NULL, NULL}, bias, c), "AMX");
         free(h);
     }
-    if (form == CEILING_STEPS && matmul_bf16_ready()) {   /* the steps' products ran in bfloat16 (matmul.h) */
+    if (form == CEILING_STEPS && all.bf16) {   /* the steps' products ran in bfloat16 (matmul.h) */
         uint16_t *h = some_values(matmul_bf16_values(n, n), 0x3d00, 0x10);
-        faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, NULL, h, NULL}, bias, c), "AVX512-BF16");
-        if (matmul_amx_ready()) {   /* and on AMX tiles, where the processor has them */
+        faster(&r, best_gflops(1, KERNEL_BF16, a, NULL, (Packed){b, 0, NULL, h, NULL}, bias, c), "AVX512-BF16");
+        if (all.amx) {   /* and on AMX tiles, where the processor has them */
             uint16_t *t = some_values(matmul_amx_values(n, n), 0x3d00, 0x10);
-            faster(&r, best_gflops(1, a, NULL, (Packed){b, 0, t, h, NULL}, bias, c), "AMX-BF16");
+            faster(&r, best_gflops(1, KERNEL_AMX_BF16, a, NULL, (Packed){b, 0, t, h, NULL}, bias, c), "AMX-BF16");
             free(t);
         }
         free(h);

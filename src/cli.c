@@ -12,7 +12,9 @@
 #include "commands.h"
 #include "device.h"
 #include "modelpath.h"
+#include "plan.h"
 #include "reslimits.h"
+#include "settings.h"
 #include "shard.h"
 #include "threads.h"
 #include "transformer.h"
@@ -33,7 +35,7 @@ int cli_check_png_name(const char *cmd, const char *path) { return cli_check_ima
 
 int cli_load_model(Model *m, const char *path) {
     Err e;
-    if (model_load_with(m, path, device_model_keep(), &e) == 0) return 0;
+    if (device_model_load(m, path, &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
 }
@@ -58,6 +60,17 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
         dataset_free(ds);
         return -1;
     }
+    return 0;
+}
+
+int cli_precision(const char *cmd, const char *word) {
+    Precision p;
+    if (!word) return 0;
+    if (plan_parse_precision(word, &p)) {
+        fprintf(stderr, "lingen %s: --precision must be auto, f32, bf16 or int8, not '%s'\n", cmd, word);
+        return 2;
+    }
+    plan_set_precision(p);
     return 0;
 }
 
@@ -94,9 +107,7 @@ void cli_set_threads(long threads) {
     if (!threads) threads = rank_threads();
     long asked = threads;
     char note[200];
-    const char *force = getenv("LINGEN_FORCE_THREADS");
-    threads = reslimits_pick_threads(threads, threads_usable_cores(), force && *force && strcmp(force, "0"),
-                                     note, sizeof note);
+    threads = reslimits_pick_threads(threads, threads_usable_cores(), settings_read().force_threads, note, sizeof note);
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
     omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */
     cli_stop_blas_threads();   /* again: setting OpenBLAS's count can start its threads anew */

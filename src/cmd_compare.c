@@ -171,7 +171,7 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     Report r = {0};
     Err e = {""};
     Model m;
-    int loaded = j->model && model_load_with(&m, j->model, device_model_keep(), &e) == 0;
+    int loaded = j->model && device_model_load(&m, j->model, &e) == 0;
     if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
         r.n_lat = 0;
@@ -236,7 +236,7 @@ int cmd_compare(int argc, char **argv) {
     const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL;
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
-    const char *device = "cpu";
+    const char *device = "cpu", *precision = NULL;
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
@@ -246,7 +246,8 @@ int cmd_compare(int argc, char **argv) {
         {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
         {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
+        OPT_DEVICE(device),
+        OPT_PRECISION(precision),
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)", 0, 0},
     };
@@ -259,6 +260,7 @@ int cmd_compare(int argc, char **argv) {
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
     /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
+    if (cli_precision("compare", precision)) return 2;
     if ((r = device_option(device, "compare", 0))) return r;
     if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {
         fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", dataset);

@@ -48,7 +48,7 @@ int cmd_complete(int argc, char **argv) {
     const char *path = NULL, *data = NULL, *index = NULL, *out = "completions.png";
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
     double temperature = 1;
-    const char *device = "cpu";
+    const char *device = "cpu", *precision = NULL;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -60,7 +60,8 @@ int cmd_complete(int argc, char **argv) {
         {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
+        OPT_DEVICE(device),
+        OPT_PRECISION(precision),
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
@@ -75,6 +76,7 @@ int cmd_complete(int argc, char **argv) {
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
     if (cli_check_temperature("complete", temperature, device)) { free(files); return 2; }
+    if (cli_precision("complete", precision)) { free(files); return 2; }
     if ((r = device_option(device, "complete", 1))) { free(files); return r; }
     if (!index && !n_files) index = "0-9";
     char found[MODELPATH_LEN];

@@ -38,7 +38,7 @@ int cmd_eval(int argc, char **argv) {
         {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)", 1, 4096},
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
+        OPT_DEVICE(device),
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
     };

@@ -66,9 +66,10 @@ int cmd_info(int argc, char **argv) {
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
     const Packed *w = &m.layers[0].qkv_w;
     char q8[64];
-    if (m.q8_batch == INT_MAX) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps, LINGEN_INT8=1)");
-    else if (m.q8_batch == 1) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batch 1)");
-    else snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batches 1-%d)", m.q8_batch);
+    int q8_batch = m.plan.q8_batch;
+    if (q8_batch == INT_MAX) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps, --precision int8)");
+    else if (q8_batch == 1) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batch 1)");
+    else snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batches 1-%d)", q8_batch);
     printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m.n_params, m.n_params * 4 / 1e6,
            m.arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
            w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "",

@@ -61,10 +61,10 @@ static long default_batch(const Config *c) {
     return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
 }
 
-/* The arithmetic of the layers' products in a run of this batch (transformer.h): "int8",
- * "AMX" (bfloat16 on the tiles), "bfloat16" or "float32"; the GPU's keep float32's accuracy. */
-static const char *products(const Model *m, long batch) {
-    if (device_current() == DEVICE_CUDA) return "float32";
+/* The kernel of the layers' products in a run of this batch (plan.h); the GPU's keep float32's
+ * accuracy. */
+static Kernel products(const Model *m, long batch) {
+    if (device_current() == DEVICE_CUDA) return KERNEL_F32;
     return transformer_step_products(m, (int)batch);
 }
 
@@ -111,6 +111,17 @@ static int check_animation_size(Animation *a, const Config *c, long n) {
     return 0;
 }
 
+/* The products' arithmetic, as --json names it and as the closing line does ("" for float32). */
+static const char *arithmetic(Kernel k) {
+    return k == KERNEL_INT8 ? "int8" : k == KERNEL_BF16 || k == KERNEL_AMX_BF16 ? "bfloat16" : "float32";
+}
+static const char *arithmetic_note(Kernel k) {
+    return k == KERNEL_INT8       ? ", 8-bit weights"
+           : k == KERNEL_AMX_BF16 ? ", bfloat16 products on AMX tiles"
+           : k == KERNEL_BF16     ? ", bfloat16 products"
+                                  : "";
+}
+
 /* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const char *path, const Config *c, const char *arith, long done, long batch, long seed,
                           double secs, const char *out, const char *outdir, const Animation *anim) {
@@ -124,7 +135,7 @@ static cJSON *sample_json(const char *path, const Config *c, const char *arith, 
     cJSON_AddNumberToObject(o, "channels", c->channels);
     cJSON_AddNumberToObject(o, "images", done);
     cJSON_AddNumberToObject(o, "batch", batch);
-    cJSON_AddStringToObject(o, "products", strcmp(arith, "AMX") ? arith : "bfloat16");
+    cJSON_AddStringToObject(o, "products", arith);
     cJSON_AddNumberToObject(o, "seed", (double)seed);
     cJSON_AddNumberToObject(o, "seconds", secs);
     cJSON_AddNumberToObject(o, "images_per_s", done / secs);
@@ -145,7 +156,7 @@ int cmd_sample(int argc, char **argv) {
     long n = 16, batch = 0, seed = 1, threads = 0;
     double temperature = 1;
     int ceiling = 0;
-    const char *device = "cpu";
+    const char *device = "cpu", *precision = NULL;
     Animation anim = {0};
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
@@ -154,7 +165,8 @@ int cmd_sample(int argc, char **argv) {
         {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
         {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
+        OPT_DEVICE(device),
+        OPT_PRECISION(precision),
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"animate", 0, OPT_STR, &anim.path, "FILE", "also write a looping GIF of the grid filling in, sub-pixel by sub-pixel (a name ending in .gif)", 0, 0},
@@ -183,6 +195,7 @@ int cmd_sample(int argc, char **argv) {
     }
     if (cli_check_temperature("sample", temperature, device)) return 2;
     if (cli_check_ceiling("sample", ceiling)) return 2;
+    if (cli_precision("sample", precision)) return 2;
     if ((r = device_option(device, "sample", 1)) == EXIT_USAGE) return r;
     /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
      * next shard_agree, and all stop together. */
@@ -242,7 +255,8 @@ int cmd_sample(int argc, char **argv) {
         rc = EXIT_FAIL;
     } else if (rank == 0) {
         char temp[48] = "", ranks[32] = "";
-        const char *arith = products(&m, batch);
+        Kernel kern = products(&m, batch);
+        const char *arith = arithmetic(kern);
         if (temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", temperature);
         if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
         /* -o - or --animate -: stdout is the image */
@@ -254,10 +268,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s%s\n",
                 total, total == 1 ? "" : "s", c->height, c->width, c->channels,
                 c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", batch,
-                !strcmp(arith, "int8")       ? ", 8-bit weights"
-                : !strcmp(arith, "AMX")      ? ", bfloat16 products on AMX tiles"
-                : !strcmp(arith, "bfloat16") ? ", bfloat16 products"
-                                             : "",
+                arithmetic_note(kern),
                 temp, ranks, secs, total / secs, out, animated);
         double flops = transformer_flops_per_image(c);
         Ceiling sgemm = {0};

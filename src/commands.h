@@ -44,4 +44,13 @@ void cli_stop_blas_threads(void);
 #define TEMPERATURE_MAX 100.0
 #define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
 int cli_check_temperature(const char *cmd, double T, const char *device);
+/* The option rows every command that runs the model shares. */
+#define OPT_DEVICE(var) \
+    {"device", 0, OPT_STR, &(var), "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0}
+#define OPT_PRECISION(var) \
+    {"precision", 0, OPT_STR, &(var), "auto|f32|bf16|int8", \
+     "the CPU's arithmetic for sampling steps (default auto: the fastest this processor has; lingen version says)", 0, 0}
+/* --precision WORD of command cmd (NULL: not given): from now on the plan's precision
+ * (plan.h), before the model is loaded. 0, or 2 after a usage message. */
+int cli_precision(const char *cmd, const char *word);
 #endif

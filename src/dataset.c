@@ -5,6 +5,7 @@
  * nothing may follow what the format says the file holds. What a file may hold is capped
  * (MNIST: 60,000 images; CIFAR-10: exactly 10,000 records a batch), so a small file that
  * decompresses to gigabytes is refused once it passes the cap, not after. */
+#include "settings.h"
 #include "dataset.h"
 
 #include <errno.h>
@@ -20,8 +21,8 @@
 
 const char *dataset_root(const char *flag) {
     if (flag && *flag) return flag;
-    const char *env = getenv("LINGEN_DATA");
-    if (env && *env) return env;
+    const char *env = settings_read().data;
+    if (env) return env;
     return "data";
 }
 

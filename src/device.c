@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "gpu_model.h"
-#include "matmul_amx.h"
 #include "shard.h"
 
 static Device current = DEVICE_CPU;
@@ -29,13 +28,16 @@ int device_select(Device d, int probe, Err *e) {
     /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
     if (d == DEVICE_CUDA && probe && (cuda_probe(e) || cuda_use_device(shard_local_rank(), e))) return -1;
     current = d;
-    if (d == DEVICE_CUDA) matmul_amx_off();   /* no CPU product will run: no copy of the weights for the tiles */
     return 0;
 }
 
 Device device_current(void) { return current; }
 
-int device_model_keep(void) { return current == DEVICE_CUDA ? MODEL_FILE_WEIGHTS : 0; }
+int device_model_load(Model *m, const char *path, Err *e) {
+    if (current != DEVICE_CUDA) return model_load_with(m, path, NULL, 0, e);
+    Plan f32 = plan_make((Caps){0, 0, 0}, PRECISION_F32);
+    return model_load_with(m, path, &f32, MODEL_FILE_WEIGHTS, e);
+}
 
 int device_option(const char *name, const char *cmd, int probe) {
     Device d;

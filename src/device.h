@@ -3,6 +3,7 @@
  * generate(), evaluate_bits_per_dim() and compare's recompute rows consult it. */
 #ifndef LINGEN_DEVICE_H
 #define LINGEN_DEVICE_H
+#include "model.h"
 #include "util.h"
 
 typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
@@ -17,9 +18,10 @@ Device device_current(void);
 /* --device NAME of command cmd: parse and select (probe as above). Returns 0, or the exit code
  * after printing the problem: 2 for a bad name, 1 for no CUDA (in the build or on the machine). */
 int device_option(const char *name, const char *cmd, int probe);
-/* What model_load_with must keep for the current device: the weights in the file's layout too
- * (MODEL_FILE_WEIGHTS) for the GPU engine, else nothing more. */
-int device_model_keep(void);
+/* Load a model for the current device: for the CPU on plan_default(); for the GPU with its
+ * weights in the file's layout too (the GPU engine takes those) and no copy for a CPU kernel
+ * (the CPU computes only the canary's reference, in float32). */
+int device_model_load(Model *m, const char *path, Err *e);
 /* A GPU's default batch: as many images as GPU_BATCH_BYTES (8 GB) hold at bytes_per_image, within
  * [lo, hi]: a GPU pass or step takes little longer for thousands of images than for a few. */
 #define GPU_BATCH_BYTES 8e9

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "settings.h"
 #include "transformer.h"
 
 int gpu_model_init(GpuModel *g, const Model *m, Err *e) {
@@ -14,6 +15,9 @@ int gpu_model_init(GpuModel *g, const Model *m, Err *e) {
         return err_set(e, "the GPU engine takes the weights in the model file's layout: load the model with "
                           "MODEL_FILE_WEIGHTS");
     g->cfg = *c;
+    Settings env = settings_read();
+    g->sgemm = env.cuda_sgemm;
+    g->tf32 = env.cuda_tf32;
     g->emb = m->emb;
     g->norm_w = m->norm_w;
     g->norm_b = m->norm_b;

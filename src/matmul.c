@@ -14,8 +14,6 @@
 
 #include "half.h"
 #include "matmul.h"
-#include "matmul_amx.h"
-#include "matmul_q8.h"
 #include "threads.h"
 #include "util.h"
 
@@ -115,19 +113,6 @@ void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out) {
 float matmul_packed_get(Packed W, int n_in, int o, int i) {
     size_t k = matmul_packed_index(n_in, o, i);
     return W.half ? half_to_float(((const uint16_t *)W.p)[k]) : ((const float *)W.p)[k];
-}
-
-int matmul_bf16_ready(void) {
-    static int ready = -1;
-    if (ready < 0) {
-        const char *env = getenv("LINGEN_BF16");
-        ready = BF16 && !(env && strcmp(env, "0") == 0);
-#if BF16
-        unsigned a, b, c, d;   /* CPUID leaf 7, subleaf 1: EAX bit 5 is AVX512-BF16 */
-        ready = ready && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1);
-#endif
-    }
-    return ready;
 }
 
 size_t matmul_bf16_values(int n_in, int n_out) { return (size_t)((n_out + NR - 1) / NR) * ((n_in + 1) / 2) * 2 * NR; }
@@ -322,18 +307,8 @@ typedef struct {
     const float *b;
     Packed W;
     int rows, n_in, n_out, np, mb, act, G, ng, ldx;
-    uint16_t *out16;   /* or NULL: the outputs rounded to bfloat16 too (matmul_rounded) */
+    uint16_t *out16;   /* or NULL: the outputs rounded to bfloat16 too (Rounded) */
 } Product;
-
-void matmul_activate(float *o, int ldo, int rows, int ncols, int act) {
-    for (int r = 0; r < rows; r++) {
-        float *v = o + (size_t)r * ldo;
-        if (act == MATMUL_RELU)
-            for (int j = 0; j < ncols; j++) v[j] = v[j] > 0 ? v[j] : 0;
-        else   /* exact gelu, as torch.nn.functional.gelu */
-            for (int j = 0; j < ncols; j++) v[j] = 0.5f * v[j] * (1.0f + erff(v[j] * 0.70710678118654752f));
-    }
-}
 
 static void product_item(void *ctx, int item, int thread) {
     (void)thread;
@@ -367,52 +342,6 @@ static void product_item(void *ctx, int item, int thread) {
         int c1 = p1 * NR < q->n_out ? p1 * NR : q->n_out;
         matmul_store_rows(q->out + at, q->n_out, q->out16 ? q->out16 + at : NULL, q->n_out, q->out + at, q->n_out, rows,
                           c1 - p0 * NR, q->act);
-    }
-}
-
-void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ldx, int rows, int n) {
-#if BF16
-    int fast = matmul_bf16_ready();   /* the instruction rounds as float_to_bf16 does */
-#endif
-    for (int r = 0; r < rows; r++, dst += ldd, x += ldx) {
-        int i = 0;
-#if BF16
-        if (fast)
-            for (; i + 32 <= n; i += 32)
-                _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
-#endif
-        for (; i < n; i++) dst[i] = float_to_bf16(x[i]);
-    }
-}
-
-void matmul_round_bf16(uint16_t *dst, const float *x, int n) { matmul_round_bf16_rows(dst, 0, x, 0, 1, n); }
-
-void matmul_store_rows(float *out, size_t ldo, uint16_t *out16, size_t ldd, float *src, size_t lds, int rows, int n,
-                       int act) {
-    if (act == MATMUL_GELU) matmul_activate(src, (int)lds, rows, n, act), act = MATMUL_NONE;
-    int relu = act == MATMUL_RELU;
-#if BF16
-    int fast = matmul_bf16_ready();
-    const __m512 zero = _mm512_setzero_ps();
-#endif
-    for (int r = 0; r < rows; r++, out += ldo, src += lds) {
-        uint16_t *o16 = out16 ? out16 + (size_t)r * ldd : NULL;
-        int i = 0;
-#if BF16
-        if (fast)
-            for (; i + 32 <= n; i += 32) {
-                __m512 a = _mm512_loadu_ps(src + i), b = _mm512_loadu_ps(src + i + 16);
-                if (relu) a = _mm512_max_ps(a, zero), b = _mm512_max_ps(b, zero);   /* NaN and -0 to +0, as below */
-                _mm512_storeu_ps(out + i, a);
-                _mm512_storeu_ps(out + i + 16, b);
-                if (o16) _mm512_storeu_si512(o16 + i, (__m512i)_mm512_cvtne2ps_pbh(b, a));
-            }
-#endif
-        for (; i < n; i++) {
-            float v = relu && !(src[i] > 0) ? 0 : src[i];
-            out[i] = v;
-            if (o16) o16[i] = float_to_bf16(v);
-        }
     }
 }
 
@@ -450,24 +379,19 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
 }
 #endif
 
-void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
-                    Rounded r) {
-    if (W.q8) {
-        matmul_q8(out, x, W.q8, b, rows, n_in, n_out, act);
-        return;
-    }
-    if (!W.bf16 || n_in % MATMUL_ROUNDED_ALIGN) r.x16 = NULL;
-    if (!W.bf16 || n_out % MATMUL_ROUNDED_ALIGN) r.out16 = NULL;
-    if (W.amx) {
-        matmul_amx(out, x, W.amx, b, rows, n_in, n_out, act, W.bf16 != NULL, r.x16, r.out16);
-        return;
-    }
+/* The product on W's panels (bf16 = 0: W.p, floats or halves) or its bfloat16 pairs (W.bf16). */
+static void product_on(float *out, const float *x, Packed W, int bf16, const float *b, int rows, int n_in, int n_out,
+                       int act, Rounded r) {
     const void *xs = x;
+    if (!bf16 || n_in % MATMUL_ROUNDED_ALIGN) r.x16 = NULL;
+    if (!bf16 || n_out % MATMUL_ROUNDED_ALIGN) r.out16 = NULL;
 #if BF16
-    if (W.bf16) {
+    if (bf16) {
         xs = r.x16 ? r.x16 : bf16_rows(x, rows, n_in);
         W = (Packed){W.bf16, PAIRS, NULL, NULL, NULL};
     }
+#else
+    (void)bf16;
 #endif
     int np = (n_out + NR - 1) / NR, mb = MB, threads = threads_count();
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
@@ -488,8 +412,13 @@ void matmul_rounded(float *out, const float *x, Packed W, const float *b, int ro
     parallel_for(nb * ng, product_item, &q, (double)rows * n_in * n_out);
 }
 
+void matmul_bf16(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
+                 Rounded r) {
+    product_on(out, x, W, 1, b, rows, n_in, n_out, act, r);
+}
+
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act) {
-    matmul_rounded(out, x, W, b, rows, n_in, n_out, act, (Rounded){NULL, NULL});
+    product_on(out, x, W, 0, b, rows, n_in, n_out, act, (Rounded){NULL, NULL});
 }
 
 void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out) {

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
+
 #if defined(__AVX512F__)
 #define MATMUL_NR 32   /* two 16-float vectors */
 #else
@@ -22,13 +24,11 @@
 typedef struct {
     const void *p;
     int half;              /* 0: float values, 1: uint16_t halves */
-    const uint16_t *amx;   /* or NULL: the same halves packed for AMX tiles (matmul_amx.h); given,
-                            * the product runs there (with bf16 also given: the bfloat16 products) */
+    const uint16_t *amx;   /* or NULL: the same halves packed for AMX tiles (matmul_amx.h) */
     const uint16_t *bf16;  /* or NULL: the same weights rounded to bfloat16, packed in pairs of
-                            * inputs (matmul_bf16_pack); given, the product runs on them */
-    const void *q8;        /* or NULL: the same as 8-bit integers (matmul_q8.h); given, the product
-                            * runs on them, before all the others */
-} Packed;
+                            * inputs (matmul_bf16_pack) */
+    const void *q8;        /* or NULL: the same as 8-bit integers (matmul_q8.h) */
+} Packed;   /* the copies a model holds (plan.h's Copies); which one a product runs on is product.h's */
 
 /* The micro-kernel this build uses: "AVX-512", "AVX2" or "portable" (chosen at compile time). */
 const char *matmul_kernel_name(void);
@@ -39,10 +39,6 @@ size_t matmul_packed_index(int n_in, int o, int i);
 /* Pack W, row-major [n_out, n_in] (PyTorch's Linear.weight) of floats or of halves (half = 1),
  * into dst of the same type. */
 void matmul_pack(void *dst, const void *W, int half, int n_in, int n_out);
-/* bfloat16 products (AVX512-BF16's vdpbf16ps): each weight and each input rounded to bfloat16,
- * their exact products summed in float32, two inputs per instruction where float32 takes one.
- * Ready where the build has the instructions and LINGEN_BF16 is not 0 (asked once). */
-int matmul_bf16_ready(void);
 /* Values (bfloat16) a weight packed for them takes: panels of NR outputs, each of (n_in + 1) / 2
  * pairs of inputs, a pair's two values side by side per output; zero past the last. */
 size_t matmul_bf16_values(int n_in, int n_out);
@@ -50,33 +46,22 @@ size_t matmul_bf16_values(int n_in, int n_out);
 void matmul_bf16_pack(uint16_t *dst, const float *W, int n_in, int n_out);
 /* W[o][i] of a packed weight, as a float. */
 float matmul_packed_get(Packed W, int n_in, int o, int i);
-/* out[rows, n_out] = x[rows, n_in] W^T + b, W packed; rows are n_in and n_out apart. */
+/* out[rows, n_out] = x[rows, n_in] W^T + b on W's panels (W.p) in float32; rows are n_in and
+ * n_out apart. */
 void matmul(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out);
 /* The same, then the activation act on every output (MATMUL_RELU, MATMUL_GELU: exact, as PyTorch's),
  * while it is still in the cache. */
-enum { MATMUL_NONE, MATMUL_RELU, MATMUL_GELU };
 void matmul_ex(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act);
-/* x[n] rounded to bfloat16 as the bfloat16 products round their inputs (half.h's float_to_bf16). */
-void matmul_round_bf16(uint16_t *dst, const float *x, int n);
-/* The same for rows of n values, ldx floats apart in x and ldd halves apart in dst. */
-void matmul_round_bf16_rows(uint16_t *dst, size_t ldd, const float *x, size_t ldx, int rows, int n);
 /* A bfloat16 product's input already rounded, and its output rounded as well, for the next
  * product: a sampling step takes dozens of products, and the loop that writes a value rounds it
  * while it is in the cache, where each product would round its input again, alone or in one
  * more parallel loop. Rows n_in (x16) and n_out (out16) apart; a row count padded to a multiple
- * of 16 (the tiles' rows: zero rows, never written). Taken where W holds bfloat16 weights and the
+ * of 16 (the tiles' rows: zero rows, never written). Taken by the bfloat16 products where the
  * width is a multiple of MATMUL_ROUNDED_ALIGN, else ignored; either may be NULL. */
 #define MATMUL_ROUNDED_ALIGN 32
 #define MATMUL_ROUNDED_ROWS(rows) (((rows) + 15) / 16 * 16)
 typedef struct { const uint16_t *x16; uint16_t *out16; } Rounded;
-void matmul_rounded(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
-                    Rounded r);
-/* act on rows x ncols outputs, rows ldo apart. */
-void matmul_activate(float *o, int ldo, int rows, int ncols, int act);
-/* rows x n outputs from src (a block in the cache, rows lds floats apart) into out (ldo apart;
- * out = src: in place), act applied, and rounded to bfloat16 into out16 (ldd apart) unless it is
- * NULL: one pass (the products end with it where their kernel did not). src is overwritten where
- * act is gelu. */
-void matmul_store_rows(float *out, size_t ldo, uint16_t *out16, size_t ldd, float *src, size_t lds, int rows, int n,
-                       int act);
+/* matmul_ex on W's bfloat16 copy (W.bf16) with vdpbf16ps, x rounded (or r.x16 taken as it). */
+void matmul_bf16(float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act,
+                 Rounded r);
 #endif

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "half.h"
-#include "matmul.h"
+#include "store.h"
 #include "threads.h"
 #include "util.h"
 #if defined(__AVX512F__) && !defined(LINGEN_AMX_EMULATE)
@@ -105,8 +105,7 @@ static int ready = -1;
 int matmul_amx_ready(void) {
     if (ready < 0) {
         unsigned a, b, c, d;
-        const char *env = getenv("LINGEN_AMX");
-        ready = (!env || strcmp(env, "0")) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+        ready = __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
                 (d >> 22 & 1) && (d >> 24 & 1)   /* AMX-BF16, AMX-TILE */
                 && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     }
@@ -122,7 +121,6 @@ static int ready = 0;
 int matmul_amx_ready(void) { return ready; }
 #endif
 
-void matmul_amx_off(void) { ready = 0; }
 
 size_t matmul_amx_values(int n_in, int n_out) { return (size_t)2 * round_up(n_out, 2 * TC) * round_up(n_in, KB); }
 

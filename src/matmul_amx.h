@@ -31,9 +31,6 @@
  * state, and LINGEN_AMX is not 0. Asked once; the first call asks the kernel. A row's outputs do
  * not depend on the rows beside it, as with matmul.c's kernels. */
 int matmul_amx_ready(void);
-/* From now on, not: the model runs on a GPU (device.c), and the tiles' copy of the weights would
- * only take memory and load time. Before any model is loaded. */
-void matmul_amx_off(void);
 /* bfloat16 values that a packed [n_out, n_in] weight takes, where W[o][i]'s Wh is held, and how
  * far its Wl is held after it. */
 size_t matmul_amx_values(int n_in, int n_out);

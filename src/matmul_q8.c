@@ -12,8 +12,7 @@
 #include <string.h>
 
 #include "half.h"
-#include "matmul.h"
-#include "matmul_amx.h"
+#include "store.h"
 #include "threads.h"
 #include "util.h"
 
@@ -26,20 +25,6 @@
 #define Q8_MR 4    /* rows at a time: 4 x 2 sums and 4 x 2 block sums in registers */
 #define Q8_ROWS 16 /* rows an item takes, Q8_MR at a time, against one panel */
 #define Q8_SMALL 16384 /* bytes of x as integers that matmul_q8 keeps on its stack */
-
-/* Batch sizes measured with sampling, LINGEN_INT8=1 against 0 in alternating runs: on an AMD
- * EPYC (VNNI, no AMX; 2 threads) 1.5-1.7x at batch 1, 1.2-1.6x at 2, 1.3-1.4x at 4, 0.85-0.95x
- * at 8 and 16; on a Xeon the tiles take batch 2 on. */
-#define Q8_VNNI_BATCH 4
-#define Q8_AMX_BATCH 1
-
-int matmul_q8_batch(void) {
-    const char *env = getenv("LINGEN_INT8");
-    if (env && !strcmp(env, "1")) return INT_MAX;
-    if (env && !strcmp(env, "0")) return 0;
-    if (!matmul_bf16_ready() || !matmul_q8_vnni(-1)) return 0;
-    return matmul_amx_ready() ? Q8_AMX_BATCH : Q8_VNNI_BATCH;
-}
 
 /* A scale as bfloat16, rounded up (never down: no weight of its block then needs more than 127
  * steps): a float's top 16 bits, plus one where the bottom 16 are not all zero. */

@@ -1,8 +1,6 @@
 /* y = x W^T + b with W held as 8-bit integers: a sampling step at a small batch streams every
  * weight from memory and does little arithmetic on it, so half the bytes of bfloat16 is up to
- * twice the speed where memory is the limit. A run takes them where the processor has
- * AVX512-VNNI and AVX512-BF16, at the batches matmul_q8_batch gives, at every batch with
- * LINGEN_INT8=1, never with LINGEN_INT8=0.
+ * twice the speed where memory is the limit. Which runs take them is plan.h's to say.
  *
  * W is cut into blocks of 32 inputs of one output, each held as 32 integers q in -127..127 and a
  * scale s = max |w| / 127 of the block, rounded up to bfloat16 (2 bytes, the idea of llama.cpp's
@@ -27,11 +25,6 @@
 #define Q8_KB 32   /* inputs in a block */
 #define Q8_BLOCK (Q8_KB * Q8_NR + Q8_NR * 2)   /* bytes */
 
-/* The largest batch whose steps take 8-bit weights, for a model loaded now (0: none, so the model
- * holds none): LINGEN_INT8=1 every batch, LINGEN_INT8=0 none; else, where the processor has
- * AVX512-VNNI and AVX512-BF16, the batches measured faster on them than on bfloat16 (4; 1 where
- * AMX tiles take the larger ones), elsewhere none. */
-int matmul_q8_batch(void);
 /* Bytes a packed [n_out, n_in] weight takes. */
 size_t matmul_q8_bytes(int n_in, int n_out);
 /* Quantize and pack W, row-major [n_out, n_in] floats, into dst. */

@@ -12,6 +12,7 @@
 #include "matmul.h"
 #include "matmul_amx.h"
 #include "matmul_q8.h"
+#include "plan.h"
 #include "safetensors.h"
 
 /* A metadata value for an error message: at most 40 characters, control characters hidden. */
@@ -100,6 +101,7 @@ typedef struct {
     float **dst;
     Packed *lin;
     FileWeight *file;          /* a Linear's copy in the file's layout, or NULL: not kept */
+    Copies copies;             /* a Linear's other copies (plan.h) */
     const StTensor *t;
     size_t at;
 } Want;
@@ -157,31 +159,16 @@ static int held_half(const Want *w) { return w->t->dtype == ST_F16; }
 #define ALIGN 16   /* floats: every tensor starts on a 64-byte cache line */
 #define HUGE_PAGE ((size_t)2 << 20)   /* bytes: the arena starts on a 2 MB page where it fills one */
 /* A float16 weight may be held up to four times, one after the other, each on a cache line:
- * packed for matmul.c's kernel (the parallel form's products, exact in float32); where the
- * processor has AVX512-BF16, rounded to bfloat16 for the sampling steps' products (matmul.h:
- * twice the multiply-adds per instruction; bits/dim within 1e-3 of float32, models/README.md);
- * where it has AMX, packed for the tiles (the parallel form's products, and the steps' in
- * bfloat16 where both are held: transformer.c); and as 8-bit integers for the steps of the
- * batches that take them (matmul_q8.h: the smallest, where the processor has AVX512-VNNI; with
- * LINGEN_INT8=1 every batch, and then in place of the bfloat16 copy). */
+ * packed for matmul.c's kernel (the parallel form's products, exact in float32), and the copies
+ * the plan gives it (plan.h: rounded to bfloat16, packed for AMX tiles, as 8-bit integers). */
 static size_t align(size_t floats) { return (floats + ALIGN - 1) / ALIGN * ALIGN; }
 static size_t panels_floats(const Want *w) {
     size_t n = matmul_packed_values((int)w->shape[1], (int)w->shape[0]);
     return held_half(w) ? (n + 1) / 2 : n;
 }
-/* not the head: its means must land inside a bin (2/255 wide), and it is a hundredth of the work */
-static int not_head(const Want *w) { return strcmp(w->name, "head.weight") != 0; }
-/* not where every batch takes the 8-bit weights (LINGEN_INT8=1) */
-static int held_bf16(const Want *w) {
-    return held_half(w) && matmul_bf16_ready() && not_head(w) && matmul_q8_batch() != INT_MAX;
-}
-static int held_amx(const Want *w) { return held_half(w) && matmul_amx_ready(); }
-/* every weight but the head's with LINGEN_INT8=1; else, for the small batches that take them
- * (matmul_q8_batch), the weights whose larger batches' steps run in bfloat16 */
-static int held_q8(const Want *w) {
-    int most = matmul_q8_batch();
-    return not_head(w) && (most == INT_MAX || (most > 0 && held_bf16(w)));
-}
+static int held_bf16(const Want *w) { return w->copies.bf16; }
+static int held_amx(const Want *w) { return w->copies.amx; }
+static int held_q8(const Want *w) { return w->copies.q8; }
 static size_t bf16_floats(const Want *w) { return (matmul_bf16_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t amx_floats(const Want *w) { return (matmul_amx_values((int)w->shape[1], (int)w->shape[0]) + 1) / 2; }
 static size_t bf16_offset(const Want *w) { return align(panels_floats(w)); }
@@ -252,7 +239,6 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, int k
     Want *w = xcalloc(5 + (size_t)WEIGHTS_PER_LAYER * m->cfg.n_layers, sizeof *w);
     int n = list_weights(m, w, keep), rc = 0;
     size_t n_params = 0;
-    m->q8_batch = matmul_q8_batch();
     for (int i = 0; i < n && !rc; i++) {
         const StTensor *t = w[i].t = st_find(st, w[i].name);
         char have[128], need[64];
@@ -266,6 +252,7 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, int k
                          st_format_shape(t->shape, t->ndim, have, sizeof have),
                          st_format_shape(w[i].shape, w[i].ndim, need, sizeof need));
         else n_params += st_numel(t);
+        if (!rc && w[i].lin) w[i].copies = plan_copies(&m->plan, t->dtype == ST_F16, !strcmp(w[i].name, "head.weight"));
     }
     /* Every wanted name was found and the file's names are unique: more tensors means extras. */
     for (int i = 0; i < st->n && !rc && st->n > n; i++) {
@@ -292,9 +279,11 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, int k
     return rc;
 }
 
-/* model_load_buffer, keeping what keep asks for (model_load_with) */
-static int load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, int keep, Err *e) {
+/* model_load_buffer on a plan, keeping what keep asks for (model_load_with) */
+static int load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, const Plan *plan, int keep,
+                       Err *e) {
     memset(m, 0, sizeof *m);
+    m->plan = plan ? *plan : plan_default();
     SafeTensors st;
     if (st_parse(&st, buf, len, path, e)) return -1;
     int rc = parse_config(&m->cfg, &st, path, e);
@@ -311,18 +300,18 @@ static int load_buffer(Model *m, unsigned char *buf, size_t len, const char *pat
     return rc;
 }
 
-int model_load_with(Model *m, const char *path, int keep, Err *e) {
+int model_load_with(Model *m, const char *path, const Plan *plan, int keep, Err *e) {
     memset(m, 0, sizeof *m);
     size_t len;
     unsigned char *buf = read_file(path, &len, e);
     if (!buf) return -1;
-    return load_buffer(m, buf, len, path, keep, e);
+    return load_buffer(m, buf, len, path, plan, keep, e);
 }
 
-int model_load(Model *m, const char *path, Err *e) { return model_load_with(m, path, 0, e); }
+int model_load(Model *m, const char *path, Err *e) { return model_load_with(m, path, NULL, 0, e); }
 
 int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, Err *e) {
-    return load_buffer(m, buf, len, path, 0, e);
+    return load_buffer(m, buf, len, path, NULL, 0, e);
 }
 
 void model_free(Model *m) {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include "config.h"
 #include "matmul.h"
+#include "plan.h"
 #include "util.h"
 
 /* Linear weights (the file has PyTorch's [out, in]) are held packed for matmul() (matmul.h):
@@ -36,18 +37,18 @@ typedef struct Model {
     float *arena;              /* all weights, one allocation */
     size_t arena_floats;       /* its size in floats: the tensors, the panels' padding, the alignment */
     size_t n_params;
-    int q8_batch;              /* steps of runs of at most this many images take the 8-bit weights
-                                * (matmul_q8_batch: 0 none; 1 or 4 where the processor has
-                                * AVX512-VNNI; INT_MAX with LINGEN_INT8=1) */
+    Plan plan;                 /* the kernels: which copies of the weights are held (Packed), and
+                                * which one each product takes (transformer.c) */
     int n_meta;                /* metadata, all strings */
     char **meta_keys, **meta_vals;
 } Model;
 
 /* Load and validate a model file; on error a one-line message naming the file and the problem. */
 int model_load(Model *m, const char *path, Err *e);
-/* What model_load_with keeps beside what the CPU engine needs. */
+/* The same on a plan (NULL: plan_default()), keeping what keep asks for beside what the CPU
+ * engine needs. */
 enum { MODEL_FILE_WEIGHTS = 1 };   /* every Linear weight in the file's own layout too (FileWeight) */
-int model_load_with(Model *m, const char *path, int keep, Err *e);
+int model_load_with(Model *m, const char *path, const Plan *plan, int keep, Err *e);
 /* The same from a file already in memory (fuzzing, tests); takes buf, as st_parse does.
  * name stands for the file in error messages. */
 int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *name, Err *e);

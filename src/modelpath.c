@@ -1,4 +1,5 @@
 #define _XOPEN_SOURCE 700   /* realpath */
+#include "settings.h"
 #include "modelpath.h"
 
 #include <dirent.h>
@@ -53,7 +54,7 @@ const char *modelpath_shared_file(const char *rel) {
 
 void modelpath_dirs(ModelDirs *d) {
     d->n = 0;
-    const char *env = getenv("LINGEN_MODELS");
+    const char *env = settings_read().models;
     if (env) {
         char buf[MODELPATH_LEN];
         snprintf(buf, sizeof buf, "%s", env);

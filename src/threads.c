@@ -19,6 +19,7 @@
  * sleeps on a futex: while threads sleep, another program or another of lingen's threads has
  * the core. */
 #define _GNU_SOURCE
+#include "settings.h"
 #include "threads.h"
 
 #include <limits.h>
@@ -453,8 +454,7 @@ void parallel_for_if_named(int worth, int n_items, ParallelFn fn, void *ctx, dou
 
 void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name) {
     if (profiling < 0) {
-        const char *env = getenv("LINGEN_PROFILE");
-        profiling = env && *env && strcmp(env, "0");
+        profiling = settings_read().profile;
         if (profiling) profile_start = seconds(), atexit(profile_at_exit);
     }
     if (!profiling) {

@@ -9,6 +9,7 @@
 
 #include "attention.h"
 #include "matmul.h"
+#include "product.h"
 #include "threads.h"
 
 /* The RNN state S, z (returned) or the KV cache (*kv floats of keys, as many of values) of B
@@ -138,39 +139,31 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
     over_rows(residual_item, &(Rows){NULL, x, y, w, b, r16, rows, d, post});
 }
 
-/* A weight as the form uses it: the parallel form's products in float32, on AMX tiles where the
- * model holds them (matmul_amx.h: 1.6x for an evaluation on 16 Xeon cores); a step's in
- * bfloat16 where the model holds the weights so, unless the run is exact (matmul.h: twice the
- * multiply-adds per instruction), on the tiles where it holds those too (one tile product per
- * value: 1.4x at batch 8, 2.1x at 64 on 2 Xeon cores), else in float32 on matmul.c's kernel;
- * on 8-bit weights, before all the others, in runs of a batch that takes them (Model.q8_batch:
- * the small batches, whose steps stream the weights from memory: matmul_q8.h). The
- * kernel is the run's: each image of it gets the same. Between runs of other batches images can
- * differ in the last bits of a sum and then in a draw: the tiles' float32 sums of the same
- * bfloat16 products are not vdpbf16ps's nor the 8-bit weights' (on a Xeon the first two
- * differed in 2,280 of 4,096 sums of 256 products). */
-static Packed form(const Model *m, Packed w, const RunState *s, int T) {
-    if (T != 1 || s->exact || s->B > m->q8_batch) w.q8 = NULL;
-    if (T != 1 || s->exact || w.q8) w.bf16 = NULL;
-    if (T == 1 && !w.bf16) w.amx = NULL;
-    return w;
+/* The kernel of a product of this call (plan.h decides, on the copies the weight holds). A run's
+ * images all take the same kernel. Between runs of other batches images can differ in the last
+ * bits of a sum and then in a draw: the tiles' float32 sums of the same bfloat16 products are
+ * not vdpbf16ps's, nor the 8-bit weights'. */
+static Kernel kernel(const Model *m, Packed w, const RunState *s, int T) {
+    Copies c = {w.bf16 != NULL, w.amx != NULL, w.q8 != NULL};
+    return plan_kernel(&m->plan, c, T, s->B, s->exact);
 }
 
 /* Whether this call's products take bfloat16 inputs rounded by the loops that write them: a
  * step with bfloat16 products (the rounding is the products' own, so the numbers are the same). */
 static int rounds_inputs(const Model *m, const RunState *s, int T) {
-    return T == 1 && m->cfg.n_layers > 0 && form(m, m->layers[0].qkv_w, s, T).bf16 != NULL;
+    if (m->cfg.n_layers == 0) return 0;
+    Kernel k = kernel(m, m->layers[0].qkv_w, s, T);
+    return k == KERNEL_BF16 || k == KERNEL_AMX_BF16;
 }
 
-Packed transformer_step_form(const Model *m, Packed w, int B) {
+Kernel transformer_step_kernel(const Model *m, Packed w, int B) {
     RunState s = {.B = B};
-    return form(m, w, &s, 1);
+    return kernel(m, w, &s, 1);
 }
 
-const char *transformer_step_products(const Model *m, int B) {
-    if (m->cfg.n_layers == 0) return "float32";
-    Packed w = transformer_step_form(m, m->layers[0].qkv_w, B);
-    return w.q8 ? "int8" : w.amx ? "AMX" : w.bf16 ? "bfloat16" : "float32";
+Kernel transformer_step_products(const Model *m, int B) {
+    if (m->cfg.n_layers == 0) return KERNEL_F32;
+    return transformer_step_kernel(m, m->layers[0].qkv_w, B);
 }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int r16) {
@@ -185,22 +178,22 @@ static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int 
     /* attention sublayer */
     const float *in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm1_w, w->norm1_b, rows, d, x16); in = s->xn; }
-    matmul_rounded(s->qkv, in, form(m, w->qkv_w, s, T), w->qkv_b, rows, d, 3 * d, MATMUL_NONE, (Rounded){x16, NULL});
+    product(kernel(m, w->qkv_w, s, T), s->qkv, in, w->qkv_w, w->qkv_b, rows, d, 3 * d, MATMUL_NONE, (Rounded){x16, NULL});
     if (lin)
         linear_attention(c, s->S + l * s->B * H * D * D, s->z + l * s->B * H * D, s->qkv, s->att, att16, B, T, s->scratch);
     else {
         size_t off = l * s->B * H * (size_t)c->seq_len * D;
         softmax_attention(c, s->kc + off, s->vc + off, c->seq_len, s->n_pos, s->qkv, s->att, B, T, s->scratch);
     }
-    matmul_rounded(s->xn, s->att, form(m, w->out_w, s, T), w->out_b, rows, d, d, MATMUL_NONE, (Rounded){att16, NULL});
+    product(kernel(m, w->out_w, s, T), s->xn, s->att, w->out_w, w->out_b, rows, d, d, MATMUL_NONE, (Rounded){att16, NULL});
     residual(s->x, s->xn, w->norm1_w, w->norm1_b, rows, d, !pre, pre ? NULL : x16);
 
     /* feed-forward sublayer */
     in = s->x;
     if (pre) { layernorm(s->xn, s->x, w->norm2_w, w->norm2_b, rows, d, x16); in = s->xn; }
-    matmul_rounded(s->hid, in, form(m, w->ff1_w, s, T), w->ff1_b, rows, d, c->d_ff, c->gelu ? MATMUL_GELU : MATMUL_RELU,
+    product(kernel(m, w->ff1_w, s, T), s->hid, in, w->ff1_w, w->ff1_b, rows, d, c->d_ff, c->gelu ? MATMUL_GELU : MATMUL_RELU,
                    (Rounded){x16, hid16});
-    matmul_rounded(s->xn, s->hid, form(m, w->ff2_w, s, T), w->ff2_b, rows, c->d_ff, d, MATMUL_NONE, (Rounded){hid16, NULL});
+    product(kernel(m, w->ff2_w, s, T), s->xn, s->hid, w->ff2_w, w->ff2_b, rows, c->d_ff, d, MATMUL_NONE, (Rounded){hid16, NULL});
     residual(s->x, s->xn, w->norm2_w, w->norm2_b, rows, d, !pre, pre ? NULL : x16);
 }
 
@@ -217,7 +210,8 @@ void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, 
         }
     for (int l = 0; l < c->n_layers; l++) layer_forward(m, s, l, B, T, r16);
     layernorm(s->xn, s->x, m->norm_w, m->norm_b, rows, d, NULL);
-    matmul(s->out, s->xn, form(m, m->head_w, s, T), m->head_b, rows, d, 3 * M);   /* dmol.c clamps the log-scales */
+    product(kernel(m, m->head_w, s, T), s->out, s->xn, m->head_w, m->head_b, rows, d, 3 * M, MATMUL_NONE,
+            (Rounded){NULL, NULL});   /* dmol.c clamps the log-scales */
     s->n_pos += T;
 }
 

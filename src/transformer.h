@@ -37,11 +37,10 @@ size_t runstate_bytes(const Config *c, int B, int T); /* what runstate_init allo
 /* tokens [B][T] (BOS = 256 at position 0); head outputs for the T positions in s->out [B][T][3M].
  * Requires B <= s->B, T <= s->T and s->n_pos + T <= seq_len. */
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T);
-/* What a run of batch B takes a step's products on: "int8" (matmul_q8.h), "AMX" (bfloat16 on
- * the tiles, matmul_amx.h), "bfloat16" (vdpbf16ps, matmul.h) or "float32". */
-const char *transformer_step_products(const Model *m, int B);
-/* A weight as a step of a run of batch B takes it: the kernels it does not run on left out. */
-Packed transformer_step_form(const Model *m, Packed w, int B);
+/* The kernel a step of a run of batch B takes the layers' products on (plan.h). */
+Kernel transformer_step_products(const Model *m, int B);
+/* The kernel a step of a run of batch B takes the product of weight w on. */
+Kernel transformer_step_kernel(const Model *m, Packed w, int B);
 /* The inputs of positions t0 .. t0+T-1 for image x [N]: position t sees x[t-1], BOS at 0. */
 void input_tokens(int *tok, const unsigned char *x, int t0, int T);
 

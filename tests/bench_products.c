@@ -9,7 +9,7 @@
  * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
  * (its weights stay in the caches), then each product by itself, and last a parallel loop of
  * empty items (what a loop's start and end cost). A product runs on the kernel a step of ROWS
- * images takes (transformer_step_form: 8-bit weights, AMX tiles, AVX512-BF16, float32). */
+ * images takes (transformer_step_kernel: 8-bit weights, AMX tiles, AVX512-BF16, float32). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,27 +17,28 @@
 #include "commands.h"
 #include "matmul.h"
 #include "model.h"
+#include "product.h"
 #include "threads.h"
 #include "transformer.h"
 #include "util.h"
 
-typedef struct { const char *name; Packed W; const float *b; int n_in, n_out, act; } Product;
+typedef struct { const char *name; Kernel k; Packed W; const float *b; int n_in, n_out, act; } Product;
 
-/* The layer's products on the kernels a step of `rows` images takes (transformer_step_form). */
+/* The layer's products on the kernels a step of `rows` images takes (transformer_step_kernel). */
 static void layer_products(const Model *m, int l, int rows, Product p[4]) {
     const LayerWeights *w = &m->layers[l];
     int d = m->cfg.d, ff = m->cfg.d_ff, act = m->cfg.gelu ? MATMUL_GELU : MATMUL_RELU;
-    p[0] = (Product){"qkv", transformer_step_form(m, w->qkv_w, rows), w->qkv_b, d, 3 * d, MATMUL_NONE};
-    p[1] = (Product){"out", transformer_step_form(m, w->out_w, rows), w->out_b, d, d, MATMUL_NONE};
-    p[2] = (Product){"ff1", transformer_step_form(m, w->ff1_w, rows), w->ff1_b, d, ff, act};
-    p[3] = (Product){"ff2", transformer_step_form(m, w->ff2_w, rows), w->ff2_b, ff, d, MATMUL_NONE};
+    p[0] = (Product){"qkv", transformer_step_kernel(m, w->qkv_w, rows), w->qkv_w, w->qkv_b, d, 3 * d, MATMUL_NONE};
+    p[1] = (Product){"out", transformer_step_kernel(m, w->out_w, rows), w->out_w, w->out_b, d, d, MATMUL_NONE};
+    p[2] = (Product){"ff1", transformer_step_kernel(m, w->ff1_w, rows), w->ff1_w, w->ff1_b, d, ff, act};
+    p[3] = (Product){"ff2", transformer_step_kernel(m, w->ff2_w, rows), w->ff2_w, w->ff2_b, ff, d, MATMUL_NONE};
 }
 
 static float *x, *out;
 static uint16_t *x16, *out16;
 
 static void run(const Product *p, int rows) {   /* ff1's outputs rounded for ff2, as in a step */
-    matmul_rounded(out, x, p->W, p->b, rows, p->n_in, p->n_out, p->act, (Rounded){x16, p->act ? out16 : NULL});
+    product(p->k, out, x, p->W, p->b, rows, p->n_in, p->n_out, p->act, (Rounded){x16, p->act ? out16 : NULL});
 }
 
 static void nothing(void *ctx, int item, int thread) { (void)ctx, (void)item, (void)thread; }
@@ -66,7 +67,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < wide; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     matmul_round_bf16(x16, x, (int)((size_t)rows * (c->d_ff > c->d ? c->d_ff : c->d)));
     double flops_layer = 2.0 * rows * (4.0 * c->d * c->d + 2.0 * c->d * c->d_ff);
-    printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(), transformer_step_products(&m, rows));
+    printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(),
+           plan_kernel_name(transformer_step_products(&m, rows)));
     for (int hot = 0; hot <= 1; hot++) {
         double t = 0;
         for (int pass = 0; pass < 2; pass++) {   /* the first warms up */

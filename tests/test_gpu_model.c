@@ -38,7 +38,7 @@ static void check_linear(const SafeTensors *st, const char *name, FileWeight w, 
 static void check_model(const char *path) {
     Model m;
     Err e;
-    if (model_load_with(&m, path, MODEL_FILE_WEIGHTS, &e)) fail_msg("%s", e.msg);
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) fail_msg("%s", e.msg);
     GpuModel g;
     if (gpu_model_init(&g, &m, &e)) fail_msg("%s", e.msg);
     SafeTensors st;
@@ -91,7 +91,7 @@ static void test_keep_changes_nothing_else(void **state) {
     (void)state;
     Model a, b;
     Err e;
-    if (model_load(&a, "models/mnist.bin", &e) || model_load_with(&b, "models/mnist.bin", MODEL_FILE_WEIGHTS, &e))
+    if (model_load(&a, "models/mnist.bin", &e) || model_load_with(&b, "models/mnist.bin", NULL, MODEL_FILE_WEIGHTS, &e))
         fail_msg("%s", e.msg);
     assert_null(a.head_f.w);
     assert_null(a.layers[0].ff1_f.w);

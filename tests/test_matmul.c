@@ -16,6 +16,7 @@
 #include "matmul.h"
 #include "matmul_amx.h"
 #include "matmul_q8.h"
+#include "product.h"
 #include "threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
@@ -27,6 +28,11 @@ static uint16_t random_half(unsigned *s) {
 }
 
 /* out against the double-precision sums, to tol times the sum of the terms' magnitudes */
+/* A product on kernel k, with nothing rounded ahead. */
+static void run(Kernel k, float *out, const float *x, Packed W, const float *b, int rows, int n_in, int n_out, int act) {
+    product(k, out, x, W, b, rows, n_in, n_out, act, (Rounded){NULL, NULL});
+}
+
 static void expect_near(const char *what, const float *out, const float *x, const float *W, const float *b, int rows,
                         int n_in, int n_out, double tol) {
     for (int r = 0; r < rows; r++)
@@ -82,7 +88,7 @@ static void check(int rows, int n_in, int n_out) {
         uint16_t *A = malloc(sizeof(uint16_t) * matmul_amx_values(n_in, n_out));
         matmul_amx_pack(A, H, n_in, n_out);
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-        matmul(again, x, (Packed){Wh, 1, A, NULL, NULL}, b, rows, n_in, n_out);
+        run(KERNEL_AMX, again, x, (Packed){Wh, 1, A, NULL, NULL}, b, rows, n_in, n_out, MATMUL_NONE);
         /* the sum is rounded after each of 5 partial products: about twice float32's error */
         expect_near("AMX", again, x, W, b, rows, n_in, n_out, 3e-6);
         free(A);
@@ -96,10 +102,10 @@ static void check(int rows, int n_in, int n_out) {
         for (int i = 0; i < rows * n_in; i++) xr[i] = bf16_to_float(float_to_bf16(x[i]));
         Packed P = {Wh, 1, NULL, B, NULL};
         for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-        matmul(again, x, P, b, rows, n_in, n_out);
+        run(KERNEL_BF16, again, x, P, b, rows, n_in, n_out, MATMUL_NONE);
         expect_near("bfloat16", again, xr, Wr, b, rows, n_in, n_out, 1e-6);
         float *more = malloc(sizeof(float) * rows * n_out);   /* relu: the same bits through it */
-        matmul_ex(more, x, P, b, rows, n_in, n_out, MATMUL_RELU);
+        run(KERNEL_BF16, more, x, P, b, rows, n_in, n_out, MATMUL_RELU);
         for (int i = 0; i < rows * n_out; i++) assert_true(more[i] == (again[i] > 0 ? again[i] : 0));
         if (matmul_amx_ready()) {   /* on the tiles (a sampling step where the processor has AMX):
                                      * the same rounded operands, summed in float32 */
@@ -107,10 +113,10 @@ static void check(int rows, int n_in, int n_out) {
             matmul_amx_pack(A, H, n_in, n_out);
             Packed T = {Wh, 1, A, B, NULL};
             for (int i = 0; i < rows * n_out; i++) more[i] = NAN;
-            matmul(more, x, T, b, rows, n_in, n_out);
+            run(KERNEL_AMX_BF16, more, x, T, b, rows, n_in, n_out, MATMUL_NONE);
             expect_near("AMX bfloat16", more, xr, Wr, b, rows, n_in, n_out, 1e-6);
             float *relu = malloc(sizeof(float) * rows * n_out);
-            matmul_ex(relu, x, T, b, rows, n_in, n_out, MATMUL_RELU);
+            run(KERNEL_AMX_BF16, relu, x, T, b, rows, n_in, n_out, MATMUL_RELU);
             for (int i = 0; i < rows * n_out; i++) assert_true(relu[i] == (more[i] > 0 ? more[i] : 0));
             free(relu); free(A);
         }
@@ -141,12 +147,12 @@ static void check(int rows, int n_in, int n_out) {
         for (int vnni = 0; vnni <= 1; vnni++) {   /* vpdpwssd, where the processor has it: the same bits */
             matmul_q8_vnni(vnni);
             for (int i = 0; i < rows * n_out; i++) again[i] = NAN;
-            matmul(again, x, P, b, rows, n_in, n_out);
+            run(KERNEL_INT8, again, x, P, b, rows, n_in, n_out, MATMUL_NONE);
             expect_near("int8", again, xq, Wq, b, rows, n_in, n_out, 1e-6);
             if (vnni) assert_memory_equal(again, relu, sizeof(float) * rows * n_out);
             memcpy(relu, again, sizeof(float) * rows * n_out);
         }
-        matmul_ex(relu, x, P, b, rows, n_in, n_out, MATMUL_RELU);
+        run(KERNEL_INT8, relu, x, P, b, rows, n_in, n_out, MATMUL_RELU);
         for (int i = 0; i < rows * n_out; i++) assert_true(relu[i] == (again[i] > 0 ? again[i] : 0));
         free(Q); free(Wq); free(relu); free(xq);
     }
@@ -246,14 +252,15 @@ static void test_rows_independent(void **state) {
                 uint16_t *B = kind == 2 ? malloc(sizeof(uint16_t) * matmul_bf16_values(n, n_out)) : NULL;
                 if (B) matmul_bf16_pack(B, W, n, n_out);
                 Packed P = {Wp, half, A, B, NULL};
+                Kernel k = B ? (A ? KERNEL_AMX_BF16 : KERNEL_BF16) : A ? KERNEL_AMX : KERNEL_F32;
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
-                    matmul(all, x, P, b, rows[a], n, n_out);
+                    run(k, all, x, P, b, rows[a], n, n_out, MATMUL_NONE);
                     for (int r = 0; r < rows[a]; r++) {
-                        matmul(one, x + (size_t)r * n, P, b, 1, n, n_out);
+                        run(k, one, x + (size_t)r * n, P, b, 1, n, n_out, MATMUL_NONE);
                         assert_memory_equal(one, all + (size_t)r * n_out, sizeof(float) * n_out);
                     }
                     if (rows[a] < 3) continue;
-                    matmul(one, x + n, P, b, 2, n, n_out);   /* rows 1-2 as a pair */
+                    run(k, one, x + n, P, b, 2, n, n_out, MATMUL_NONE);   /* rows 1-2 as a pair */
                     assert_memory_equal(one, all + n_out, sizeof(float) * 2 * n_out);
                 }
                 free(W); free(x); free(H); free(Wp); free(all); free(A); free(B);
@@ -320,7 +327,7 @@ static void test_store_rows(void **state) {
         }
 }
 
-/* matmul_rounded: an input given already rounded (x16) gives the bits that rounding x in the
+/* Rounded: an input given already rounded (x16) gives the bits that rounding x in the
  * product gives, whatever the padding rows hold, and the outputs come rounded too (out16, after
  * the activation); a width that is not a multiple of MATMUL_ROUNDED_ALIGN ignores both; float32
  * products (no bfloat16 weights) ignore both. On the tiles too, where they are ready. On 2 threads
@@ -350,15 +357,16 @@ static void test_rounded(void **state) {
                 matmul_bf16_pack(B, W, n_in, n_out);
                 if (A) matmul_amx_pack(A, H, n_in, n_out);
                 Packed P = {Wh, 1, A, B, NULL};
+                Kernel k = A ? KERNEL_AMX_BF16 : KERNEL_BF16;
                 for (size_t a = 0; a < sizeof rows / sizeof *rows; a++) {
                     int n = rows[a], aligned_in = n_in % MATMUL_ROUNDED_ALIGN == 0, aligned_out = n_out % MATMUL_ROUNDED_ALIGN == 0;
                     matmul_round_bf16(x16, x, n * n_in);
                     for (int i = n * n_in; i < R * n_in; i++) x16[i] = 0x7fc0;   /* padding: NaN must not matter */
                     if (!aligned_in) x16[0] ^= 0x1234;   /* a wrong value must not matter either */
                     for (int i = 0; i < R * n_out; i++) out16[i] = 0xabcd;
-                    matmul_ex(want, x, P, b, n, n_in, n_out, MATMUL_RELU);
-                    matmul(got, x + (size_t)n * n_in, P, b, R - n, n_in, n_out);   /* other inputs, rounded in the product */
-                    matmul_rounded(got, x, P, b, n, n_in, n_out, MATMUL_RELU, (Rounded){x16, out16});
+                    run(k, want, x, P, b, n, n_in, n_out, MATMUL_RELU);
+                    run(k, got, x + (size_t)n * n_in, P, b, R - n, n_in, n_out, MATMUL_NONE);   /* other inputs, rounded in the product */
+                    product(k, got, x, P, b, n, n_in, n_out, MATMUL_RELU, (Rounded){x16, out16});
                     assert_memory_equal(got, want, sizeof(float) * n * n_out);
                     for (int r = 0; r < n; r++) {
                         matmul_round_bf16(want16, want + (size_t)r * n_out, n_out);
@@ -370,11 +378,11 @@ static void test_rounded(void **state) {
                     Packed F = {Wh, 1, NULL, NULL, NULL};
                     x16[0] ^= 0x1234;
                     matmul_ex(want, x, F, b, n, n_in, n_out, MATMUL_NONE);
-                    matmul_rounded(got, x, F, b, n, n_in, n_out, MATMUL_NONE, (Rounded){x16, out16});
+                    product(KERNEL_F32, got, x, F, b, n, n_in, n_out, MATMUL_NONE, (Rounded){x16, out16});
                     assert_memory_equal(got, want, sizeof(float) * n * n_out);
                     if (!aligned_out) continue;
                     for (int r = 0; r < n; r++) {   /* out16 unchanged since the bfloat16 product */
-                        matmul_ex(want, x + (size_t)r * n_in, P, b, 1, n_in, n_out, MATMUL_RELU);
+                        run(k, want, x + (size_t)r * n_in, P, b, 1, n_in, n_out, MATMUL_RELU);
                         matmul_round_bf16(want16, want, n_out);
                         assert_memory_equal(out16 + (size_t)r * n_out, want16, sizeof(uint16_t) * n_out);
                     }

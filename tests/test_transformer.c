@@ -161,10 +161,8 @@ static double steps_moved(int int8, double *moved) {
     Dataset ds;
     Err e;
     enum { n = N_IMAGES };
-    if (int8) setenv("LINGEN_INT8", "1", 1);   /* read as the model loads */
-    int rc = model_load(&m, "models/mnist.bin", &e);
-    unsetenv("LINGEN_INT8");
-    if (rc) fail_msg("%s", e.msg);
+    Plan plan = plan_make(plan_caps(), int8 ? PRECISION_INT8 : PRECISION_AUTO);
+    if (model_load_with(&m, "models/mnist.bin", &plan, 0, &e)) fail_msg("%s", e.msg);
     if (dataset_load(&ds, test_data_dir(), "mnist", "test", n, &e)) fail_msg("%s", e.msg);
     RunState s;
     if (runstate_init(&s, &m.cfg, n, 1, &e)) fail_msg("%s", e.msg);
@@ -176,7 +174,7 @@ static double steps_moved(int int8, double *moved) {
     *moved = 0;
     for (int b = 0; b < n; b++) mean += (fast[b] - exact[b]) / n, *moved += fabs(fast[b] - exact[b]);
     printf("bits/dim of %d images, float32 steps %.5f, %s steps %+.5f\n", n, exact[0],
-           int8 ? "8-bit weights'" : matmul_bf16_ready() ? "bfloat16" : "bfloat16 (not ready: float32)", mean);
+           int8 ? "8-bit weights'" : plan_caps().bf16 ? "bfloat16" : "bfloat16 (not ready: float32)", mean);
     for (int b = 0; b < n; b++) assert_true(exact[b] > 0.01 && exact[b] < 8);   /* real bits/dim, not zeros */
     runstate_free(&s);
     dataset_free(&ds);
@@ -188,11 +186,11 @@ static void test_bf16_steps(void **st) {
     (void)st;
     double moved, mean = steps_moved(0, &moved);
     assert_true(fabs(mean) <= 1e-3);
-    if (matmul_bf16_ready()) assert_true(moved > 0);   /* the bfloat16 products ran */
+    if (plan_caps().bf16) assert_true(moved > 0);   /* the bfloat16 products ran */
     else assert_true(moved == 0);
 }
 
-/* With LINGEN_INT8=1 the steps take 8-bit weights (matmul_q8.h) on any processor: the bits/dim
+/* With --precision int8 the steps take 8-bit weights (matmul_q8.h) on any processor: the bits/dim
  * of 16 images stay within 1e-3 of the float32 steps' as well. One image's move by a few
  * thousandths either way (their spread over 1,000: 0.0025, the mean's +0.00005), so the 2 images
  * under the sanitizers are held to 5e-3. */
@@ -218,38 +216,36 @@ static void first_steps(const Model *m, int B, int P, float *out) {
     runstate_free(&s);
 }
 
-static Model load_int8(const char *path, const char *env) {
+static Model load_precision(const char *path, Precision p) {
     Model m;
     Err e;
-    if (env) setenv("LINGEN_INT8", env, 1);   /* read as the model loads */
-    int rc = model_load(&m, path, &e);
-    unsetenv("LINGEN_INT8");
-    if (rc) fail_msg("%s", e.msg);
+    Plan plan = plan_make(plan_caps(), p);
+    if (model_load_with(&m, path, &plan, 0, &e)) fail_msg("%s", e.msg);
     return m;
 }
 
-/* A run's batch picks its steps' kernel (transformer.c's form): runs of at most Model.q8_batch
- * images take the 8-bit weights, larger ones the others, and each image of a run gets the same.
- * LINGEN_INT8 sets it as the model loads: 1 every batch, 0 none (no 8-bit copy held); unset,
+/* A run's batch picks its steps' kernel (plan.h): runs of at most the plan's q8_batch images
+ * take the 8-bit weights, larger ones the others, and each image of a run gets the same. The
+ * precision sets it as the model loads: int8 every batch, bf16 none (no 8-bit copy held); auto,
  * the small batches where the processor has AVX512-VNNI (and AVX512-BF16), else none. */
 static void test_int8_batch(void **st) {
     (void)st;
     enum { P = 5, K_MAX = 30 };
-    Model m = load_int8(FIXTURE("tiny-linear-mnist.bin"), "1");
+    Model m = load_precision(FIXTURE("tiny-linear-mnist.bin"), PRECISION_INT8);
     size_t K = 3 * (size_t)m.cfg.n_mix, n = P * K * sizeof(float);
     assert_true(K <= K_MAX);
-    assert_int_equal(m.q8_batch, INT_MAX);
+    assert_int_equal(m.plan.q8_batch, INT_MAX);
     assert_non_null(m.layers[0].qkv_w.q8);
-    assert_string_equal(transformer_step_products(&m, 64), "int8");
+    assert_int_equal(transformer_step_products(&m, 64), KERNEL_INT8);
     float a[P * K_MAX], b[P * K_MAX], c[P * K_MAX], d[P * K_MAX], f[P * K_MAX];
-    m.q8_batch = 1;
-    assert_string_equal(transformer_step_products(&m, 1), "int8");
-    assert_string_not_equal(transformer_step_products(&m, 2), "int8");
+    m.plan.q8_batch = 1;
+    assert_int_equal(transformer_step_products(&m, 1), KERNEL_INT8);
+    assert_int_not_equal(transformer_step_products(&m, 2), KERNEL_INT8);
     first_steps(&m, 1, P, a);   /* 8-bit */
     first_steps(&m, 2, P, b);   /* not */
-    m.q8_batch = INT_MAX;
+    m.plan.q8_batch = INT_MAX;
     first_steps(&m, 2, P, c);   /* 8-bit at batch 2: image 0 as at batch 1 */
-    m.q8_batch = 0;
+    m.plan.q8_batch = 0;
     first_steps(&m, 2, P, d);   /* the others at batch 2 */
     first_steps(&m, 1, P, f);   /* and at batch 1 */
     assert_memory_equal(a, c, n);
@@ -259,26 +255,27 @@ static void test_int8_batch(void **st) {
     for (size_t i = 0; i < P * K; i++) assert_true(fabsf(a[i] - f[i]) <= 0.05f * (1 + fabsf(f[i])));
     model_free(&m);
 
-    m = load_int8("models/mnist.bin", "0");
-    assert_int_equal(m.q8_batch, 0);
+    m = load_precision("models/mnist.bin", PRECISION_BF16);
+    assert_int_equal(m.plan.q8_batch, 0);
     assert_null(m.layers[0].qkv_w.q8);
-    assert_string_not_equal(transformer_step_products(&m, 1), "int8");
+    assert_int_not_equal(transformer_step_products(&m, 1), KERNEL_INT8);
     model_free(&m);
 
-    m = load_int8("models/mnist.bin", NULL);   /* float16 weights: the small batches where VNNI is */
-    int small = m.q8_batch, bf16 = matmul_bf16_ready();
-    const char *larger = matmul_amx_ready() && bf16 ? "AMX" : bf16 ? "bfloat16" : "float32";
-    assert_int_equal(small > 0, bf16 && matmul_q8_vnni(-1));
+    m = load_precision("models/mnist.bin", PRECISION_AUTO);   /* float16 weights: the small batches where VNNI is */
+    Caps caps = plan_caps();
+    int small = m.plan.q8_batch, bf16 = caps.bf16;
+    Kernel larger = caps.amx && bf16 ? KERNEL_AMX_BF16 : bf16 ? KERNEL_BF16 : KERNEL_F32;
+    assert_int_equal(small > 0, bf16 && caps.vnni);
     assert_true(small >= 0 && small < 64);
     assert_true((m.layers[0].qkv_w.q8 != NULL) == (small > 0));
     assert_null(m.head_w.q8);
-    for (int B = 1; B <= small; B++) assert_string_equal(transformer_step_products(&m, B), "int8");
-    assert_string_equal(transformer_step_products(&m, small + 1), larger);
-    assert_string_equal(transformer_step_products(&m, 64), larger);
+    for (int B = 1; B <= small; B++) assert_int_equal(transformer_step_products(&m, B), KERNEL_INT8);
+    assert_int_equal(transformer_step_products(&m, small + 1), larger);
+    assert_int_equal(transformer_step_products(&m, 64), larger);
     model_free(&m);
-    m = load_int8(FIXTURE("tiny-linear-mnist.bin"), NULL);   /* float32 weights: the steps never on the tiles */
+    m = load_precision(FIXTURE("tiny-linear-mnist.bin"), PRECISION_AUTO);   /* float32 weights: the steps never on the tiles */
     assert_null(m.layers[0].qkv_w.q8);
-    assert_string_equal(transformer_step_products(&m, 1), "float32");
+    assert_int_equal(transformer_step_products(&m, 1), KERNEL_F32);
     model_free(&m);
 }
 

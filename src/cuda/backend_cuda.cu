@@ -626,9 +626,8 @@ static int upload_weights(CudaForward *f, const GpuModel *m) {
     size_t lins = L * (lin_floats(d, 3 * d) + lin_floats(d, d) + lin_floats(d, F) + lin_floats(F, d)) + lin_floats(d, 3 * M);
     size_t total = small + (size_t)N * h + 3 + lins + 3 * (size_t)n_lin;
     /* the halves only where a product can take them: more than 8 rows (else the small kernel);
-     * LINGEN_CUDA_SGEMM=1: SGEMM everywhere */
-    const char *env = getenv("LINGEN_CUDA_SGEMM");
-    bool want = (size_t)f->B * f->T > SMALL_ROWS && !f->tf32 && !(env && *env == '1');
+     * GpuModel.sgemm: SGEMM everywhere */
+    bool want = (size_t)f->B * f->T > SMALL_ROWS && !f->tf32 && !m->sgemm;
     size_t biggest = 0;   /* floats of the largest Linear */
     int shapes[5][2] = {{d, 3 * d}, {d, d}, {d, F}, {F, d}, {d, 3 * M}};
     for (int k = 0; k < 5; k++) {
@@ -992,9 +991,7 @@ static int canary(CudaForward *f, const GpuModel *m, int T, Err *e) {
 
 extern "C" CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, Err *e) {
     if (B < 1 || T < 1 || T > m->cfg.seq_len) { err_set(e, "CUDA forward: bad capacity B=%d T=%d", B, T); return NULL; }
-    /* LINGEN_CUDA_TF32=1: TF32 tensor cores (diagnostics: how far that moves the outputs) */
-    const char *tf = getenv("LINGEN_CUDA_TF32");
-    CudaForward *f = forward_create(m, B, T, tf && *tf == '1');
+    CudaForward *f = forward_create(m, B, T, m->tf32);   /* TF32: diagnostics, how far it moves the outputs */
     if (!f) { take_error(e); return NULL; }
     /* the canary's positions: enough rows that the products take the path of a run's many rows */
     int Tc = 1;

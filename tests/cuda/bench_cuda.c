@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     }
     Model m;
     Err e;
-    if (model_load_with(&m, argv[1], MODEL_FILE_WEIGHTS, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    if (model_load_with(&m, argv[1], NULL, MODEL_FILE_WEIGHTS, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
     if (cuda_probe(&e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
     GpuModel g;
     if (gpu_model_init(&g, &m, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }

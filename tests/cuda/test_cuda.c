@@ -10,7 +10,7 @@
  *      images, byte for byte;
  *   5. bad requests fail with a message, and the start-up canary refuses a weight laid out
  *      wrongly (and what it costs).
- * The CPU side runs its products in float32 throughout (LINGEN_BF16=0, LINGEN_INT8=0).
+ * The CPU side runs its products in float32 throughout (plan_set_precision).
  * Plain C (no cmocka): it also runs from a packed folder. One line per check, "ok" or "FAIL"
  * with its numbers; exit status 1 if any check failed.
  * Usage: test_cuda [ROOT]   ROOT holds tests/fixtures/ and models/ (default .); data from
@@ -71,7 +71,7 @@ static int golden_load(Golden *G, const char *name) {
     SafeTensors g;
     snprintf(rel, sizeof rel, "tests/fixtures/%s.bin", name);
     path_of(path, sizeof path, rel);
-    if (model_load_with(&G->m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, name, "%s", e.msg); return -1; }
+    if (model_load_with(&G->m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, name, "%s", e.msg); return -1; }
     snprintf(rel, sizeof rel, "tests/fixtures/%s.golden", name);
     path_of(path, sizeof path, rel);
     if (st_open(&g, path, &e)) { check(0, name, "%s", e.msg); model_free(&G->m); return -1; }
@@ -190,7 +190,7 @@ static void test_model_forms(const char *model_rel) {
     path_of(path, sizeof path, model_rel);
     Golden G = {.B = 2};
     Err e;
-    if (model_load_with(&G.m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, model_rel, "%s", e.msg); return; }
+    if (model_load_with(&G.m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, model_rel, "%s", e.msg); return; }
     Dataset ds;
     if (dataset_load(&ds, dataset_root(NULL), G.m.cfg.dataset, "test", G.B, &e)) {
         check(0, model_rel, "%s", e.msg);
@@ -214,7 +214,7 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
     snprintf(label, sizeof label, "bits/dim %s, %d images, %s", model_rel, n_imgs, step_form ? "step form" : "parallel");
     Model m;
     Err e;
-    if (model_load_with(&m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
     Dataset ds;
     if (dataset_load(&ds, dataset_root(NULL), m.cfg.dataset, "test", n_imgs, &e)) {
         check(0, label, "%s", e.msg);
@@ -364,7 +364,7 @@ static void test_generate(const char *model_rel, int n, int batch, int prefix) {
     snprintf(label, sizeof label, "%s %s, %d images, batch %d", prefix ? "complete" : "sample", model_rel, n, batch);
     Model m;
     Err e;
-    if (model_load_with(&m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
     int N = m.cfg.seq_len, P = prefix ? N / 2 : 0;
     unsigned char *cpu = xcalloc((size_t)n, N), *gpu = xcalloc((size_t)n, N), *pre = xcalloc((size_t)n, N);
     for (size_t i = 0; i < (size_t)n * N; i++) pre[i] = (unsigned char)((i * 2654435761u) >> 13);
@@ -411,7 +411,7 @@ static void test_errors(void) {
     path_of(path, sizeof path, "tests/fixtures/tiny-linear-mnist.bin");
     Model m;
     Err e;
-    if (model_load_with(&m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, "errors", "%s", e.msg); return; }
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, "errors", "%s", e.msg); return; }
     CudaForward *f = gpu_forward_new(&m, 2, 4, &e);
     if (!f) { check(0, "errors", "%s", e.msg); model_free(&m); return; }
     int tok[10] = {256, 1, 2, 3, 4, 256, 1, 2, 3, 4};
@@ -449,7 +449,7 @@ static void test_canary(const char *model_rel) {
     path_of(path, sizeof path, model_rel);
     Model m;
     Err e;
-    if (model_load_with(&m, path, MODEL_FILE_WEIGHTS, &e)) { check(0, "canary", "%s", e.msg); return; }
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, "canary", "%s", e.msg); return; }
     GpuModel g;
     double t0 = now_seconds();
     if (gpu_model_init(&g, &m, &e)) { check(0, "canary", "%s", e.msg); model_free(&m); return; }
@@ -500,8 +500,7 @@ static void test_canary(const char *model_rel) {
 
 int main(int argc, char **argv) {
     if (argc > 1) root = argv[1];
-    setenv("LINGEN_BF16", "0", 1);   /* the CPU's products in float32, the GPU's arithmetic */
-    setenv("LINGEN_INT8", "0", 1);
+    plan_set_precision(PRECISION_F32);   /* the CPU's products in float32, the GPU's arithmetic */
     cli_set_threads(0);   /* the CPU references: every core, OpenBLAS single-threaded inside */
     Err e;
     if (cuda_probe(&e)) { printf("FAIL no GPU: %s\n", e.msg); return 1; }

@@ -1,0 +1,22 @@
+/* Every environment variable lingen reads, read here and nowhere else (the man page's
+ * ENVIRONMENT section lists them; `lingen version` prints those set). */
+#ifndef LINGEN_SETTINGS_H
+#define LINGEN_SETTINGS_H
+#include "plan.h"
+
+typedef struct {
+    const char *data;        /* LINGEN_DATA: the datasets' root (or NULL) */
+    const char *models;      /* LINGEN_MODELS: folders to search for models, ':' between (or NULL) */
+    Precision precision;     /* LINGEN_INT8=1: int8; LINGEN_BF16=0: f32; LINGEN_INT8=0: bf16; else auto */
+    int amx_off;             /* LINGEN_AMX=0: no AMX tiles */
+    int profile;             /* LINGEN_PROFILE=1: time every parallel loop, print at exit */
+    int force_threads;       /* LINGEN_FORCE_THREADS=1: more threads than cores, if asked */
+    int cuda_sgemm;          /* LINGEN_CUDA_SGEMM=1: the GPU's products in plain SGEMM */
+    int cuda_tf32;           /* LINGEN_CUDA_TF32=1: on TF32 tensor cores (not float32: diagnostics) */
+} Settings;
+
+/* The environment now (cheap: a few getenv calls). */
+Settings settings_read(void);
+/* The names of the variables above, NULL-terminated, for version and the man page's test. */
+extern const char *const settings_names[];
+#endif
