@@ -6,7 +6,6 @@
 #include <strings.h>
 
 #include <cblas.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -109,7 +108,7 @@ void cli_set_threads(long threads) {
     char note[200];
     threads = reslimits_pick_threads(threads, threads_usable_cores(), settings_read().force_threads, note, sizeof note);
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
-    omp_set_num_threads(threads_set(asked ? (int)threads : 0));   /* 0: the cores this process may use */
+    threads_set(asked ? (int)threads : 0);   /* 0: the cores this process may use */
     cli_stop_blas_threads();   /* again: setting OpenBLAS's count can start its threads anew */
 }
 

@@ -16,7 +16,6 @@
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ -n ${LINGEN_DATA:-} ]] || { echo "mutate.sh: set LINGEN_DATA to the datasets (make mutate does)" >&2; exit 2; }
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 # FILE (in src/) | sed pattern of the one line | its replacement | what the change breaks
 MUTATIONS=$(cat <<'EOF'

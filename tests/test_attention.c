@@ -5,13 +5,13 @@
 #include "testutil.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "attention.h"
 #include "half.h"
 #include "model.h"
 #include "rng.h"
+#include "threads.h"
 
 enum { B = 2, H = 2, T = 70 };   /* 70 positions: two chunks of the parallel form (64 + 6) */
 
@@ -55,7 +55,7 @@ static double run(int D, const float *qkv, const double *ref, int piece) {
     Config c = {.attention = ATTN_LINEAR, .n_heads = H, .d_head = D, .d = H * D, .seq_len = T};
     int d = H * D;
     float *S = calloc((size_t)B * H * D * D, sizeof(float)), *z = calloc((size_t)B * H * D, sizeof(float));
-    float *scratch = calloc(linear_attention_scratch(&c, piece) * omp_get_max_threads(), sizeof(float));
+    float *scratch = calloc(linear_attention_scratch(&c, piece) * threads_count(), sizeof(float));
     float *qkv_p = malloc((size_t)B * piece * 3 * d * sizeof(float)), *out = malloc((size_t)B * piece * d * sizeof(float));
     uint16_t *out16 = malloc((size_t)B * piece * d * sizeof(uint16_t));   /* a step's output rounded, for the next product */
     double err = 0, scale = 0;

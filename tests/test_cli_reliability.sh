@@ -4,7 +4,6 @@
 # Run from the repository root with LINGEN_DATA set (make test-cli).
 set -u
 . tests/cli_common.sh
-export OMP_WAIT_POLICY=passive   # one-thread runs below; no spinning on a busy machine
 M=$F/tiny-linear-mnist.bin
 D=${LINGEN_DATA:-data}
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
