@@ -18,7 +18,7 @@ bench-products: $(BUILD)/bench_products
 	./$(BUILD)/bench_products $(or $(MODEL),models/mnist.bin) $(or $(ROWS),64) $(or $(THREADS),0)
 
 # A binary for other x86-64 machines with AVX-512 (x86-64-v4: Xeons since Skylake-SP, AMD Zen 4),
-# built into build-ship/lingen; scripts/dev/pack_remote.sh packs it with its shared libraries.
+# built into build-ship/lingen; tools/pack_remote.sh packs it with its shared libraries.
 SHIP_ARCH ?= x86-64-v4
 ship:
 	$(MAKE) BUILD=build-ship OPT="-O3 -march=$(SHIP_ARCH) -mtune=sapphirerapids -fno-trapping-math" build-ship/lingen build-ship/bench_products

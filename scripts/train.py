@@ -102,7 +102,7 @@ def parse_args():
                     help="torch.compile mode (reduce-overhead: CUDA graphs, for small batches)")
     ap.add_argument("--whole-graph", action="store_true",
                     help="capture the whole step (forward, backward, clipping, AdamW, EMA) in one CUDA graph "
-                         "and replay it (dev/graphstep.py; one CUDA process, AdamW, global clipping): exact, "
+                         "and replay it (graphstep.py; one CUDA process, AdamW, global clipping): exact, "
                          "but no faster for MNIST at batch 16, where the GPU bounds the step")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="under torchrun: cuda (one GPU per process, NCCL) or cpu (gloo)")
@@ -311,9 +311,9 @@ def forward_backward(fns, opt, inp, tgt, cuda_graphs):
 
 
 def whole_graph_step(a, loss, model, batch, dev, ema):
-    """The step to capture whole in one CUDA graph (dev/graphstep.py), once any optimizer state
+    """The step to capture whole in one CUDA graph (graphstep.py), once any optimizer state
     is loaded into its .opt."""
-    from dev.graphstep import GraphedStep
+    from graphstep import GraphedStep
     return GraphedStep(model, torch.compile(loss), batch, model.cfg.seq_len, dev, BETAS["adamw"], a.wd, a.clip,
                        ema.tensors if ema else None)
 

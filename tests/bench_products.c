@@ -1,5 +1,5 @@
 /* A sampling step's products alone, timed: where a kernel loses time, without the attention,
- * the residuals or the draws around it (make bench-products; scripts/dev/pack_remote.sh packs
+ * the residuals or the draws around it (make bench-products; tools/pack_remote.sh packs
  * it for another machine).
  *
  *     bench_products [MODEL [ROWS [THREADS [REPS]]]]   (models/mnist.bin, 64, every core, 20)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The speed figures on another machine, from the folder scripts/dev/pack_remote.sh made (copied
+# The speed figures on another machine, from the folder tools/pack_remote.sh made (copied
 # there whole): unpack the compressed libraries, then scripts/bench.sh with that lingen, within
 # a time limit. Output: $OUT/bench.txt (and bench.sh's files under $OUT/bench/).
-#   OUT=/some/dir CORES=0-15 PYTHON=python3 bash scripts/dev/bench_remote.sh
+#   OUT=/some/dir CORES=0-15 PYTHON=python3 bash tools/bench_remote.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${OUT:-.}
 mkdir -p "$OUT/bench"
 for f in lib/*.xz; do [ -e "$f" ] && xz -d -f "$f"; done

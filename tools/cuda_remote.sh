@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repository root (models/ there), with .dev/cuda/ from
-# scripts/dev/pack_cuda.sh beside it: the GPU tests, the benchmark against PyTorch, the compare
+# tools/pack_cuda.sh beside it: the GPU tests, the benchmark against PyTorch, the compare
 # tables and a memcheck, each under a timeout, the whole within about 6 minutes. Everything goes
 # to $OUT/cuda.txt (and stdout); 16-image sample grids and the compare JSON to $OUT/. Needs no
 # build: only the CUDA libraries (/usr/local/cuda/lib64 or $CUDA_LIB) and, for the PyTorch
 # rows, a python3 with torch ($PYTHON).
-#   bash scripts/dev/cuda_remote.sh   (or bash .dev/cuda/scripts/cuda_remote.sh)
+#   bash tools/cuda_remote.sh   (or bash .dev/cuda/scripts/cuda_remote.sh)
 set -u
 start=$(date +%s)
 budget=${BUDGET:-360}                      # seconds for everything

@@ -2,10 +2,10 @@
 # What a GPU machine without lingen's Debian libraries needs to build lingen there as a user
 # does (make CUDA=1, its own compiler and -march=native): the headers and shared libraries of
 # OpenBLAS, cJSON, libpng, giflib and zlib, and the libraries they load (libgfortran...), into
-# .dev/sysroot/{include,lib}, the big ones xz-compressed. There, scripts/dev/gpu_check.sh unpacks
+# .dev/sysroot/{include,lib}, the big ones xz-compressed. There, tools/gpu_env.sh unpacks
 # it and points CPATH, LIBRARY_PATH and LD_LIBRARY_PATH at it.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 out=.dev/sysroot
 rm -rf "$out" && mkdir -p "$out/include/cjson" "$out/lib"
 inc=/usr/include

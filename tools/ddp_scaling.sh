@@ -2,7 +2,7 @@
 # Data-parallel scaling of scripts/train.py: training images/s of the MNIST linear model at
 # 16 images per GPU and step (torch.compile, mixed linear attention), on 1 GPU and then on N
 # GPUs through torchrun; about 15 s of timed training each, after compiling.
-#   bash scripts/dev/ddp_scaling.sh [N ...]     (from the repository root; default: 1 2)
+#   bash tools/ddp_scaling.sh [N ...]     (from the repository root; default: 1 2)
 # DATA (default /root/lingen-data) must hold mnist/, else .data/mnist is copied there first.
 # MODE=reduce-overhead measures that torch.compile mode instead of the default one, MODE=eager
 # none. If a compiled run fails, the whole comparison is made again without torch.compile.

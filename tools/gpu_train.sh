@@ -2,12 +2,12 @@
 # Train on a remote GPU machine in the background (setsid), so that training outlives the
 # short commands that start it; later commands watch it and bring back what it wrote ($OUT:
 # the folder whose files come back). Run from the repository root there.
-#   bash scripts/dev/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
-#   bash scripts/dev/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
-#   bash scripts/dev/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
+#   bash tools/gpu_train.sh start DATASET MINUTES [train.py args]  # linear + softmax side by side
+#   bash tools/gpu_train.sh watch SECONDS     # wait, print progress, bring the logs back
+#   bash tools/gpu_train.sh finish DATASET [SECS]  # wait (at most SECS, default 560) for that
 #                                      # dataset's runs, bring the models (or last snapshots) back
-#   bash scripts/dev/gpu_train.sh stage [FOLDER]    # copy .data/ (or FOLDER) onto the machine's disk
-#   bash scripts/dev/gpu_train.sh stop RUN          # end one run now (e.g. mnist.scratch), to free its GPU
+#   bash tools/gpu_train.sh stage [FOLDER]    # copy .data/ (or FOLDER) onto the machine's disk
+#   bash tools/gpu_train.sh stop RUN          # end one run now (e.g. mnist.scratch), to free its GPU
 #                                      # for another start; finish brings back its last snapshot
 # Runs of both datasets can train at once: on a machine with two GPUs give each dataset its
 # own (CUDA_VISIBLE_DEVICES=0 / 1 before start); on one GPU the four processes share it.

@@ -1,6 +1,6 @@
 # Sourced on a GPU machine, from the repository root, before building and testing lingen there
 # (the machine keeps /root/lingen-dev while it is held, so calls can bring the models in parts):
-#   .dev/sysroot  (scripts/dev/pack_sysroot.sh)  unpacked once into /root/lingen-dev/sysroot
+#   .dev/sysroot  (tools/pack_sysroot.sh)  unpacked once into /root/lingen-dev/sysroot
 #   .dev/carry*/models/*.bin, .dev/carry*/data/...  added to /root/lingen-dev/{models,data}
 # Then models/ links to every model there, LINGEN_DATA points at the data, and the compiler and
 # loader find the libraries (CPATH, LIBRARY_PATH, LD_LIBRARY_PATH): `make CUDA=1` builds as is.

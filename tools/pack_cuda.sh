@@ -5,9 +5,9 @@
 # (OpenBLAS compressed with xz; glibc apart, in glibc/, for machines whose own is older), the
 # fixtures, the scripts, and the first test images (100 MNIST, 20 CIFAR-10) as small files in
 # the datasets' own formats (CIFAR-10's batch padded to its 10,000 records with zeros). The models come from the tree it runs in (models/).
-# Then, on the GPU machine, from the repository root: bash scripts/dev/cuda_remote.sh
+# Then, on the GPU machine, from the repository root: bash tools/cuda_remote.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 out=.dev/cuda
 build=build-cuda-pack
 data=${LINGEN_DATA:-/work/shared/data}
@@ -36,7 +36,7 @@ done
 cp -r tests/fixtures "$out/tests/"
 mkdir -p "$out/tests/cuda"
 cp tests/cuda/*.sh "$out/tests/cuda/"
-cp scripts/bench_cuda.sh scripts/bench_torch_cuda.py scripts/model.py scripts/modelfile.py scripts/dev/cuda_remote.sh "$out/scripts/"
+cp scripts/bench_cuda.sh scripts/bench_torch_cuda.py scripts/model.py scripts/modelfile.py tools/cuda_remote.sh "$out/scripts/"
 
 # the first test images, in the formats dataset.c reads
 python3 - "$data" "$out/data" <<'PY'

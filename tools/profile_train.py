@@ -5,7 +5,7 @@ MNIST or CIFAR-10 model on random images for a few variants, each printed as soo
 measured, then prints the CUDA kernels of the first variant that take the most time. Stops
 starting new variants after --budget seconds, so that it fits a short call on a GPU machine.
 
-    python3 scripts/dev/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases] [--whole-graph]
+    python3 tools/profile_train.py [--dataset mnist] [--batch 64[,16,...]] [--only NAME,...] [--budget 150] [--phases] [--whole-graph]
 """
 import argparse
 import functools
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/: model.py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))  # model.py
 import model as M  # noqa: E402
 from graphstep import GraphedStep  # noqa: E402
 
