@@ -126,7 +126,8 @@ typedef struct {
 static void attention_item(void *ctx, int item, int thread) {
     const Attn *a = ctx;
     int H = a->c->n_heads, D = a->c->d_head, d = a->c->d, T = a->T;
-    for (int bh = item * a->per_item; bh < a->pairs && bh < (item + 1) * a->per_item; bh++) {
+    Slice sl = item_slice(item, a->per_item, a->pairs);
+    for (int bh = sl.lo; bh < sl.hi; bh++) {
         int b = bh / H, h = bh % H;
         float *Sbh = a->S + (size_t)bh * D * D, *zbh = a->z + (size_t)bh * D;
         const float *q = a->qkv + (size_t)b * T * 3 * d + h * D, *k = q + d, *v = q + 2 * d;
@@ -156,7 +157,7 @@ void linear_attention(const Config *c, float *S, float *z, const float *qkv, flo
     int per_item = T > 1 ? 1 : pairs / (8 * threads_count());
     if (per_item < 1) per_item = 1;
     Attn a = {c, S, z, out, scratch, T == 1 ? out16 : NULL, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
-    int items = (pairs + per_item - 1) / per_item;
+    int items = items_of(pairs, per_item);
     /* A step's state of a few tens of KB (batch 1 to 3 of 8 heads of 32) takes a microsecond or
      * two: less than handing it out to the other threads costs, and its S then stays in the
      * caller's cache (2 EPYC threads, batch 1: 8.1-8.3 images/s against 7.3-7.5). */

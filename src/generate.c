@@ -21,13 +21,14 @@ typedef struct { const float *out; unsigned char *img; Rng *rng; int nb, N, M, t
 static void draw_item(void *ctx, int item, int thread) {
     (void)thread;
     const Draws *d = ctx;
-    for (int b = item * DRAWS_PER_ITEM; b < d->nb && b < (item + 1) * DRAWS_PER_ITEM; b++)
+    Slice sl = item_slice(item, DRAWS_PER_ITEM, d->nb);
+    for (int b = sl.lo; b < sl.hi; b++)
         d->img[(size_t)b * d->N + d->t] =
             (unsigned char)dmol_sample_temp(d->out + (size_t)b * 3 * d->M, d->M, d->temp, &d->rng[b]);
 }
 
 static void draw(const Draws *d) {
-    int items = (d->nb + DRAWS_PER_ITEM - 1) / DRAWS_PER_ITEM;
+    int items = items_of(d->nb, DRAWS_PER_ITEM);
     parallel_for_if(items >= 4, items, draw_item, (void *)d, d->nb);
 }
 

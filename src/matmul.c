@@ -352,7 +352,8 @@ enum { ROUND_ROWS = 16 };   /* rows an item of the rounding loop */
 static void round_rows(void *ctx, int item, int thread) {
     (void)thread;
     const Rounding *q = ctx;
-    for (int r = item * ROUND_ROWS; r < q->rows && r < (item + 1) * ROUND_ROWS; r++) {
+    Slice sl = item_slice(item, ROUND_ROWS, q->rows);
+    for (int r = sl.lo; r < sl.hi; r++) {
         uint16_t *br = q->buf + (size_t)r * q->ld;
         matmul_round_bf16(br, q->x + (size_t)r * q->n_in, q->n_in);
         if (q->ld > (size_t)q->n_in) br[q->n_in] = 0;   /* the last pair's second value */
@@ -373,7 +374,7 @@ static const void *bf16_rows(const float *x, int rows, int n_in) {
         cap = need;
     }
     Rounding q = {x, buf, ld, rows, n_in};
-    int items = (rows + ROUND_ROWS - 1) / ROUND_ROWS;
+    int items = items_of(rows, ROUND_ROWS);
     parallel_for_if((size_t)rows * n_in >= 65536 && threads_count() > 1, items, round_rows, &q, (double)rows * n_in);
     return buf;
 }

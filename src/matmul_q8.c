@@ -221,7 +221,8 @@ typedef struct {
 static void quantize_item(void *ctx, int item, int thread) {
     (void)thread;
     const Product *q = ctx;
-    for (int r = item * Q8_ROWS; r < q->rows && r < (item + 1) * Q8_ROWS; r++)
+    Slice sl = item_slice(item, Q8_ROWS, q->rows);
+    for (int r = sl.lo; r < sl.hi; r++)
         quantize_row(q->qx + (size_t)r * q->ldq, q->sx + r, q->x + (size_t)r * q->n_in, q->n_in);
 }
 
@@ -264,7 +265,7 @@ static void product_item(void *ctx, int item, int thread) {
 }
 
 void matmul_q8(float *out, const float *x, const void *W, const float *b, int rows, int n_in, int n_out, int act) {
-    int row_blocks = (rows + Q8_ROWS - 1) / Q8_ROWS, np = panels(n_out), group = 1, ldq = blocks(n_in) * Q8_KB;
+    int row_blocks = items_of(rows, Q8_ROWS), np = panels(n_out), group = 1, ldq = blocks(n_in) * Q8_KB;
     /* one row: panels in groups of up to 4, as large as still gives every thread two items */
     while (rows == 1 && group < 4 && (np + 2 * group - 1) / (2 * group) >= 2 * threads_count()) group *= 2;
     /* x as integers: on the stack where it fits (a step at batch 1 or a few), so the step loop

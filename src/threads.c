@@ -22,6 +22,8 @@
 #include "settings.h"
 #include "threads.h"
 
+#include "adapt.h"
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -72,6 +74,9 @@ static double seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* Whether the other threads help: adapt.h decides, from the loops' times. */
+static Policy policy = POLICY_INIT;
 
 /* LINGEN_PROFILE's counts (threads.h), per kind of loop: file:function */
 #define PROFILE_KINDS 64
@@ -227,7 +232,6 @@ static void forked_child(void) {
     profile_start = seconds();
 }
 
-static void plan_reset(void);
 
 int threads_set(int n) {
     static int atfork;
@@ -236,7 +240,7 @@ int threads_set(int n) {
     if (n <= 0) n = threads_usable_cores();
     if (n > MAX_THREADS) n = MAX_THREADS;
     if (n == n_threads) return n;
-    plan_reset();   /* what was measured with other threads says nothing about these */
+    policy_reset(&policy);   /* what was measured with other threads says nothing about these */
     stop_workers();
     n_threads = 1;
     gen_at_start = generation;
@@ -261,97 +265,7 @@ int threads_even_share(int n, int min) {
     return t > 1 && n % t == 0 && n / t >= min && n > 0 ? n / t : 0;
 }
 
-/* Whether the other threads help. When they do not get a core (another program has it), an
- * item that one of them took before it was descheduled holds its loop up for a time slice, and
- * the caller alone would have been faster. Loop times are noisy (a rare slow loop costs as
- * much as a thousand fast ones), so the choice is made for all loops at once and from long
- * periods: run the better way for a while, then try the other way for a short trial, and
- * compare, kind of loop by kind of loop (its function, number of items and size: the same few
- * kinds repeat at every step), the trial's time with what the same loops took the better way.
- * The first period is as short as a trial, so that a job of a second (a few images) is not
- * spent the worse way; while the choice holds, the trials come ever less often (a losing trial
- * costs its time). */
-#define KINDS 64
-#define TRIAL_SECONDS 0.01   /* ~30 steps of sampling at batch 8, 4 at 64 (2 EPYC cores: 0.05 s
-                              * lost 2-5% to the wrong way, with a core busy and quiet alike) */
-#define GAP_MIN 0.25         /* seconds the better way runs between trials, at first ... */
-#define GAP_MAX 8.0          /* ... and, while it keeps winning, at most */
-#define MIN_LOOPS 64         /* loops in a period, at least */
-#define MARGIN 0.9           /* a trial must beat the better way by this much: a short trial is noisy */
-#define STALL_SECONDS 2e-3   /* a wait for the others this long, and longer than the caller's own share
-                              * took: one of them holds an item without a core (a time slice is ms) */
-typedef struct {
-    ParallelFn fn;
-    double size;
-    int n;
-    double secs[2];   /* this period's and the trial's loops of this kind: [0] alone, [1] with the others */
-    long loops[2];
-} Kind;
-static Kind kinds[KINDS];
-static int adapt = 1;
-static struct {
-    int best, now, in_trial;   /* the better way (1: with the others), the way loops run now */
-    long loops;                /* loops in this period or trial */
-    double end, gap;           /* when it ends; the current gap between trials */
-} plan = {1, 1, 0, 0, 0, GAP_MIN};
-
-void threads_adapt(int on) { adapt = on; }
-
-static void plan_reset(void) {
-    memset(kinds, 0, sizeof kinds);
-    plan.best = plan.now = 1, plan.in_trial = 0, plan.loops = 0, plan.end = 0, plan.gap = GAP_MIN;
-}
-
-static Kind *kind_of(ParallelFn fn, int n, double size) {
-    unsigned h = (unsigned)(((uintptr_t)fn >> 4) * 31 + (unsigned)n + (unsigned)size * 7u) % KINDS;
-    for (int k = 0; k < KINDS; k++) {
-        Kind *e = &kinds[(h + k) % KINDS];
-        if (e->fn == fn && e->n == n && e->size == size) return e;
-        if (!e->fn) { *e = (Kind){.fn = fn, .size = size, .n = n}; return e; }
-    }
-    return NULL;   /* table full: not counted */
-}
-
-/* At the end of a trial: did its loops take clearly less time than the same loops the better way?
- * 1 yes, 0 no, -1 no kind of loop ran both ways (the work changed): no verdict. */
-static int trial_won(void) {
-    double trial = 0, usual = 0;
-    int b = plan.best;
-    for (int k = 0; k < KINDS; k++) {
-        Kind *e = &kinds[k];
-        if (e->fn && e->loops[b] && e->loops[!b]) {
-            trial += e->secs[!b];
-            usual += e->loops[!b] * e->secs[b] / e->loops[b];
-        }
-        e->secs[0] = e->secs[1] = 0;
-        e->loops[0] = e->loops[1] = 0;
-    }
-    return usual > 0 ? trial < MARGIN * usual : -1;
-}
-
-/* The way the next loop runs: 1 with the others, 0 alone. */
-static int choose(double now) {
-    if (!adapt) return 1;
-    if (!plan.end) plan.end = now + TRIAL_SECONDS;   /* the first period: as short as a trial */
-    if (now < plan.end || plan.loops < MIN_LOOPS) return plan.now;
-    if (!plan.in_trial) {   /* the period is over: try the other way */
-        plan.in_trial = 1, plan.now = !plan.best, plan.end = now + TRIAL_SECONDS;
-    } else {
-        int won = trial_won();
-        if (won == 1) plan.best = !plan.best, plan.gap = GAP_MIN;
-        else if (won == 0) plan.gap = plan.gap * 2 < GAP_MAX ? plan.gap * 2 : GAP_MAX;
-        plan.in_trial = 0, plan.now = plan.best, plan.end = now + plan.gap;
-    }
-    plan.loops = 0;
-    return plan.now;
-}
-
-static void record(Kind *e, int with_others, double secs) {
-    plan.loops++;
-    if (!e || !adapt) return;
-    e->secs[with_others] += secs;
-    e->loops[with_others]++;
-}
+void threads_adapt(int on) { policy.off = !on; }
 
 /* A loop of more than ITEM_MASK items runs as several loops: items first + 0 .. */
 typedef struct { ParallelFn fn; void *ctx; int first; } Offset;
@@ -377,12 +291,12 @@ static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
         }
         return;
     }
-    Kind *e = kind_of(fn, n_items, size);
+    LoopKind *e = policy_kind(&policy, (const void *)fn, n_items, size);
     double t0 = seconds();
-    int with_others = choose(t0);
+    int with_others = policy_choose(&policy, t0);
     if (!with_others) {
         run_alone(n_items, fn, ctx);
-        record(e, 0, seconds() - t0);
+        policy_record(&policy, e, 0, seconds() - t0);
         return;
     }
     generation = (generation + 1) & ((1u << 24) - 1);
@@ -401,10 +315,8 @@ static void run_loop(int n_items, ParallelFn fn, void *ctx, double size) {
     double t1 = seconds();
     wait_for_items(own, (uint32_t)n_items);   /* items still running elsewhere */
     double t2 = seconds();
-    record(e, 1, t2 - t0);
-    /* a stall: try the caller alone now rather than at the end of the period (a short job on a
-     * busy machine would spend its whole run in the first period) */
-    if (t2 - t1 > STALL_SECONDS && t2 - t1 > t1 - t0 && !plan.in_trial && plan.end > t2) plan.end = t2;
+    policy_record(&policy, e, 1, t2 - t0);
+    policy_wait(&policy, t1 - t0, t2 - t1, t2);
 }
 
 /* LINGEN_PROFILE: wall time per kind of loop (threads.h). */

@@ -50,6 +50,15 @@ void parallel_for_if_named(int worth, int n_items, ParallelFn fn, void *ctx, dou
 #define parallel_for_if(worth, n_items, fn, ctx, size) \
     parallel_for_if_named(worth, n_items, fn, ctx, size, __FILE__ ":" #fn)
 
+/* A loop over n things (rows, images, pairs) cut into items of `per` each: how many items, and
+ * the range [lo, hi) item `item` takes (the last one short). Every loop slices this way. */
+typedef struct { int lo, hi; } Slice;
+static inline int items_of(int n, int per) { return (n + per - 1) / per; }
+static inline Slice item_slice(int item, int per, int n) {
+    long lo = (long)item * per, hi = lo + per;
+    return (Slice){lo < n ? (int)lo : n, hi < n ? (int)hi : n};
+}
+
 /* Where the time goes, without a profiler: with LINGEN_PROFILE=1 in the environment (read at
  * the first loop), each kind of loop (file:function) counts its calls, items and wall time, and
  * the profile is printed to stderr at exit, with the time outside the loops (the caller's

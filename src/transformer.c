@@ -103,14 +103,15 @@ typedef struct { float *out, *x; const float *y, *w, *b; uint16_t *r16; int rows
 static void layernorm_item(void *ctx, int item, int thread) {
     (void)thread;
     const Rows *q = ctx;
-    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++) {
+    Slice sl = item_slice(item, ROWS_PER_ITEM, q->rows);
+    for (int r = sl.lo; r < sl.hi; r++) {
         layernorm_row(q->out + (size_t)r * q->d, q->x + (size_t)r * q->d, q->w, q->b, q->d);
         if (q->r16) matmul_round_bf16(q->r16 + (size_t)r * q->d, q->out + (size_t)r * q->d, q->d);
     }
 }
 
 static void over_rows_named(ParallelFn fn, const Rows *q, const char *name) {
-    int items = (q->rows + ROWS_PER_ITEM - 1) / ROWS_PER_ITEM;
+    int items = items_of(q->rows, ROWS_PER_ITEM);
     parallel_for_if_named(items >= 4, items, fn, (void *)q, (double)q->rows * q->d, name);
 }
 #define over_rows(fn, ...) over_rows_named(fn, __VA_ARGS__, __FILE__ ":" #fn)   /* the loop named as fn (threads.h) */
@@ -125,7 +126,8 @@ static void layernorm(float *out, const float *x, const float *w, const float *b
 static void residual_item(void *ctx, int item, int thread) {
     (void)thread;
     const Rows *q = ctx;
-    for (int r = item * ROWS_PER_ITEM; r < q->rows && r < (item + 1) * ROWS_PER_ITEM; r++) {
+    Slice sl = item_slice(item, ROWS_PER_ITEM, q->rows);
+    for (int r = sl.lo; r < sl.hi; r++) {
         float *xr = q->x + (size_t)r * q->d;
         const float *yr = q->y + (size_t)r * q->d;
         #pragma omp simd

@@ -48,6 +48,9 @@ safetensors.c|if (begin < pos)|if (begin + t->nbytes < pos)|tensor overlap refus
 model.c|{"channels", &c->channels, 3}|{"channels", \&c->channels, 4}|a model of 4 channels accepted
 dataset.c|if (!have) return 0;|return 0;|bytes after the end of a gzip stream ignored
 threads.c|first += ITEM_MASK)|first += ITEM_MASK + 1)|a loop of over 2^20 - 1 items skips one item a chunk
+adapt.c|return usual > 0 ? trial < MARGIN \* usual : -1;|return usual > 0 ? trial > MARGIN * usual : -1;|the adaptive threads keep the slower way (a trial wins when it is slower)
+adapt.c|if (waited > STALL_SECONDS \&\& waited > own|if (waited > STALL_SECONDS \&\& waited < own|a stalled loop no longer ends the period
+plan.c|if (step \&\& c.q8 \&\& B <= p->q8_batch) return KERNEL_INT8;|if (step \&\& c.q8 \&\& B < p->q8_batch) return KERNEL_INT8;|8-bit weights stop one batch short of the plan's
 image.c|c\[0\] \* 19595 + c\[1\] \* 38470 + c\[2\] \* 7471|c[0] * 7471 + c[1] * 38470 + c[2] * 19595|PNG read as gray: red and blue luminance weights swapped
 modelpath.c|^    for (int i = 0; i < d.n; i++)$|    for (int i = d.n - 1; i >= 0; i--)|--model NAME searched in reverse order (the last directory first)
 shard.c|\*count = base + (rank < extra);|*count = base + (rank <= extra);|MPI shares: one rank too many takes an extra image
@@ -75,6 +78,8 @@ declare -A TESTS=(
   [model.c]="test_model"
   [dataset.c]="test_dataset"
   [threads.c]="test_threads"
+  [adapt.c]="test_threads"
+  [plan.c]="test_plan test_transformer"
   [image.c]="test_image"
   [modelpath.c]="test_cli_models.sh"
   [shard.c]="test_shard"

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "adapt.h"
 #include "threads.h"
 
 #define MAXN 5000
@@ -339,6 +340,106 @@ static void test_even_share(void **state) {
     threads_set(0);
 }
 
+/* item_slice: the items of a loop cover 0 .. n-1 once each, in order, every one but the last
+ * `per` long; items_of counts them. */
+static void test_slices(void **state) {
+    (void)state;
+    const int ns[] = {0, 1, 5, 16, 17, 100}, pers[] = {1, 3, 16, 64};
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (size_t b = 0; b < sizeof pers / sizeof *pers; b++) {
+            int n = ns[a], per = pers[b], items = items_of(n, per), next = 0;
+            assert_int_equal(items, n == 0 ? 0 : (n - 1) / per + 1);
+            for (int item = 0; item < items; item++) {
+                Slice s = item_slice(item, per, n);
+                assert_int_equal(s.lo, next);
+                assert_true(s.hi > s.lo);
+                assert_true(s.hi - s.lo == per || (item == items - 1 && s.hi == n));
+                next = s.hi;
+            }
+            assert_int_equal(next, n);
+            Slice past = item_slice(items, per, n);   /* an item past the end is empty */
+            assert_int_equal(past.lo, past.hi);
+        }
+}
+
+/* The adaptive policy (adapt.h) on a clock of the test's own: loops of two kinds, each taking a
+ * set time alone and another with the others; `secs` of simulated time. Returns the loops run
+ * with the others in the last second, of the loops in it. */
+static double simulate(Policy *p, double alone, double together, double secs, long *n_last) {
+    static const char kinds[2] = {0};
+    double now = 0, last_with = 0;
+    long last = 0;
+    while (now < secs) {
+        int k = (int)(now * 1e4) & 1;   /* two kinds of loop, alternating */
+        LoopKind *e = policy_kind(p, &kinds[k], 64, 1e5 * (k + 1));
+        int with = policy_choose(p, now);
+        double t = with ? together : alone;
+        policy_record(p, e, with, t);
+        now += t;
+        if (now > secs - 1) last++, last_with += with;
+    }
+    *n_last = last;
+    return last_with;
+}
+
+static void test_policy_simulated(void **state) {
+    (void)state;
+    long n;
+    Policy p = POLICY_INIT;
+    /* the others slow the loops down (no core for them): alone within the first period and trial */
+    double with = simulate(&p, 100e-6, 400e-6, 2, &n);
+    assert_int_equal(p.best, 0);
+    assert_true(with < 0.05 * n);   /* in the last second: trials only, and they come ever less often */
+    /* the others help: with them throughout, the trials (alone) lose */
+    p = (Policy)POLICY_INIT;
+    with = simulate(&p, 400e-6, 100e-6, 30, &n);
+    assert_int_equal(p.best, 1);
+    assert_true(with > 0.95 * n);
+    assert_true(p.gap > 4.0);   /* a choice that holds: the gap between trials has doubled up */
+    /* the machine changes (another program leaves): the next trial with the others wins */
+    p = (Policy)POLICY_INIT;
+    simulate(&p, 100e-6, 400e-6, 3, &n);
+    assert_int_equal(p.best, 0);
+    double t0 = p.end + 1;   /* from the next period on, together is 4x faster */
+    Policy q = p;
+    for (double now = t0; now < t0 + 20; ) {
+        static const char kind;
+        LoopKind *e = policy_kind(&q, &kind, 64, 1e5);
+        int w = policy_choose(&q, now);
+        double t = w ? 100e-6 : 400e-6;
+        policy_record(&q, e, w, t);
+        now += t;
+    }
+    assert_int_equal(q.best, 1);
+    /* off: always with the others */
+    p = (Policy)POLICY_INIT;
+    p.off = 1;
+    with = simulate(&p, 100e-6, 400e-6, 2, &n);
+    assert_true(with == n);
+}
+
+/* A stall (a long wait for the others, longer than the caller's own share) ends the period at
+ * once: the trial alone starts at the next loop, not a period later. */
+static void test_policy_stall(void **state) {
+    (void)state;
+    Policy p = POLICY_INIT;
+    static const char kind;
+    double now = 0;
+    for (int i = 0; i < 300; i++) {   /* past the first period and trial, into the second period */
+        LoopKind *e = policy_kind(&p, &kind, 8, 1);
+        int w = policy_choose(&p, now);
+        policy_record(&p, e, w, 100e-6);
+        now += 100e-6;
+    }
+    assert_int_equal(p.now, 1);
+    assert_true(p.end > now + 0.1);   /* the period runs on */
+    policy_wait(&p, 50e-6, 5e-3, now);  /* 5 ms waited after 50 us of its own */
+    assert_true(p.end <= now);
+    assert_int_equal(policy_choose(&p, now + 1e-6), 0);   /* the trial: alone */
+    policy_wait(&p, 50e-6, 1e-3, now);  /* waits in a trial change nothing */
+    assert_int_equal(p.in_trial, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile),
@@ -350,6 +451,9 @@ int main(void) {
         cmocka_unit_test(test_together_when_others_help),
         cmocka_unit_test(test_usable_cores),
         cmocka_unit_test(test_even_share),
+        cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_policy_simulated),
+        cmocka_unit_test(test_policy_stall),
         cmocka_unit_test(test_long_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
