@@ -140,7 +140,9 @@ static void test_alone_when_others_slow(void **state) {
     threads_adapt(1);
     loops_for(&s, 8, 1.0);   /* the first trial runs the loops alone, and wins */
     long adaptive = loops_for(&s, 8, 0.6);
-    if (adaptive < 2 * together) fail_msg("%ld loops adaptive, %ld with the slow thread", adaptive, together);
+    /* at least 1.5x: a policy that never goes alone gives about 1x; a machine busy with other work
+     * slows the caller's own loops too (test_policy_simulated holds the policy exactly) */
+    if (2 * adaptive < 3 * together) fail_msg("%ld loops adaptive, %ld with the slow thread", adaptive, together);
 }
 
 /* A job of a fraction of a second decides early: the first period is short, so the loops run
