@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The GPU checks of a change, on a GPU machine, from the repository root, built there as a user
+# builds it (make CUDA=1, default flags). The models and data come in parts (a call carries at
+# most 64 MiB): tools/gpu_env.sh gathers them in /root/lingen-dev, which the machine keeps while
+# it is held.
+#   Here:  bash tools/pack_sysroot.sh; bash tools/gpu_check.sh --pack   (fills .dev/carry-a, -b)
+#          move models/*.bin out of the working tree for the calls (git checkout -- models after)
+#   There: bash tools/gpu_check.sh PART     (carry .dev/sysroot and .dev/carry-a or -b, and tools)
+# PART:
+#   a  (carry .dev/carry-a: mnist.bin, mnist-softmax.bin, cifar.bin, MNIST's test set, CIFAR-10's
+#      first 20 test images) the build, the GPU against the CPU on MNIST (bits/dim, grids byte
+#      for byte), the CPU images of 17cb386's engine against this one (AMX, bf16, int8), and
+#      test_cuda for the models present
+#   b  (carry .dev/carry-b: cifar-softmax.bin, CIFAR-10's full test set, after a) make test-cuda
+#      with all four models, the four full test sets on the GPU, make bench-cuda
+# Everything goes to $OUT (logs, grids, test_cuda's report).
+set -u
+part=${1:-a}
+if [ "$part" = --pack ]; then
+    data=${LINGEN_DATA:-../shared/data}
+    rm -rf .dev/carry-a .dev/carry-b
+    mkdir -p .dev/carry-a/models .dev/carry-a/data/mnist .dev/carry-a/data/cifar-10 .dev/carry-b/models .dev/carry-b/data/cifar-10
+    cp models/mnist.bin models/mnist-softmax.bin models/cifar.bin .dev/carry-a/models/
+    cp "$data"/mnist/t10k-* .dev/carry-a/data/mnist/
+    python3 - "$data" <<'PY'
+import gzip, sys
+with gzip.open(f"{sys.argv[1]}/cifar-10/test_batch.bin.gz") as f: rec = f.read(20 * 3073)
+with gzip.open(".dev/carry-a/data/cifar-10/test_batch.bin.gz", "wb") as f: f.write(rec + bytes(9980 * 3073))
+PY
+    cp models/cifar-softmax.bin .dev/carry-b/models/
+    cp "$data"/cifar-10/test_batch.bin.gz .dev/carry-b/data/cifar-10/
+    git archive 17cb386 src Makefile > .dev/carry-a/old.tar
+    du -sh .dev/carry-a .dev/carry-b .dev/sysroot
+    exit 0
+fi
+exec > >(tee "$OUT/gpu_check_$part.log") 2>&1
+. "$(dirname "$0")/gpu_env.sh"
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+grep -m1 "model name" /proc/cpuinfo; grep -o -w 'avx512f\|avx512_bf16\|avx512_vnni\|amx_tile' /proc/cpuinfo | sort | uniq -c
+make -j16 CUDA=1 lingen build-cuda/lingen build-cuda/test_cuda build-cuda/bench_cuda > "$OUT/build.log" 2>&1
+echo "make CUDA=1: exit $? in $(( $(date +%s) - t0 )) s, $(grep -c warning "$OUT/build.log") warnings, $(grep -m1 -o -- '-march=[a-z0-9-]*' "$OUT/build.log")"
+./lingen version
+if [ "$part" = a ]; then
+    for m in mnist mnist-softmax; do
+        echo "== $m, 100 test images: GPU, then CPU"
+        ./lingen eval bits-per-dim --device cuda --model $m --limit 100 2>&1 | grep -E "bits/dim|rror"
+        ./lingen eval bits-per-dim --model $m --limit 100 2>&1 | grep -E "^bits/dim"
+        ./lingen sample --device cuda --model $m -n 16 --seed 5 -o "$OUT/gpu-$m.png" 2>&1 | tail -1
+        ./lingen sample --precision f32 --model $m -n 16 --seed 5 -o /tmp/cpu-$m.png 2>&1 | tail -1
+        cmp "$OUT/gpu-$m.png" /tmp/cpu-$m.png && echo "grid $m: the GPU's PNG = the CPU's float32 PNG"
+    done
+    echo "== the CPU engine of 17cb386 against this one, the same seeds"
+    rm -rf /root/old && mkdir -p /root/old/models && tar -xf .dev/carry-a/old.tar -C /root/old &&
+        ln -sf /root/lingen-dev/models/*.bin /root/old/models/ && make -C /root/old -j16 lingen > /root/old/build.log 2>&1
+    for env in "" "LINGEN_BF16=0" "LINGEN_INT8=1"; do
+        for args in "-n 8 --batch 8" "-n 2 --batch 1" "-n 4 --batch 4" "--model mnist-softmax -n 4 --batch 4"; do
+            (cd /root/old && env $env ./lingen sample $args --seed 3 -o /tmp/o.png > /dev/null 2>&1)
+            env $env ./lingen sample $args --seed 3 -o /tmp/n.png > /tmp/n.log 2>&1
+            cmp -s /tmp/o.png /tmp/n.png && echo "same: $env $args ($(grep -o 'batch [0-9]*[^)]*' /tmp/n.log))" || echo "DIFFERENT: $env $args"
+        done
+    done
+    (cd /root/old && ./lingen eval bits-per-dim --limit 50 | grep "^bits"); ./lingen eval bits-per-dim --limit 50 | grep "^bits"
+    echo "== test_cuda (cifar-softmax.bin comes with part b)"
+    timeout 300 ./build-cuda/test_cuda . > "$OUT/test_cuda_a.txt" 2>&1; echo "test_cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_a.txt"
+else
+    echo "== make test-cuda"
+    timeout 420 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
+    echo "== the full test sets on the GPU"
+    for m in mnist mnist-softmax cifar cifar-softmax; do
+        /usr/bin/time -f "%e s" timeout 200 ./lingen eval bits-per-dim --device cuda --model $m 2>&1 | grep -vE "^\s*$" | tail -3
+    done
+    echo "== make bench-cuda"
+    STEPS=100 timeout 300 make bench-cuda > "$OUT/bench_cuda.txt" 2>&1; echo "make bench-cuda: exit $?"; tail -20 "$OUT/bench_cuda.txt"
+fi
+echo "part $part done in $(( $(date +%s) - t0 )) s"
