@@ -134,7 +134,7 @@ test-c: $(TESTS) $(MATMUL_TESTS)
 # (machines without AVX2), the AVX2 one where the build picked AVX-512, and AMX's tiles as C
 # (matmul_amx.c, LINGEN_AMX_EMULATE) where the processor has none.
 MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/matmul_q8.c src/store.c src/product.c src/plan.c \
-              src/settings.c src/threads.c src/util.c
+              src/settings.c src/threads.c src/adapt.c src/util.c
 MATMUL_LINK = $(CC) $(CFLAGS) -Itests -o $@ $(MATMUL_SRC) -lcmocka -lm -lpthread
 $(BUILD)/test_matmul_portable: $(MATMUL_SRC) $(wildcard src/*.h tests/*.h) | $(BUILD)
 	$(MATMUL_LINK) -U__AVX2__ -U__AVX512F__
