@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,12 +38,63 @@ typedef struct {
     int n_lat;
 } Report;
 
+/* A model file as the parent found it: which file (device, inode), its size and modification
+ * time, and the configuration the parent checked. A measuring process reloads the file by path
+ * and must find all of these unchanged: its buffers are sized for that configuration. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    Config cfg;
+} ModelId;
+
+/* The identity of the file at path (cfg untouched); -1 when it cannot be stat()ed. */
+static int file_id(const char *path, ModelId *id) {
+    struct stat st;
+    if (stat(path, &st)) return -1;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    id->size = st.st_size;
+    id->mtime = st.st_mtim;
+    return 0;
+}
+
+static int same_file(const ModelId *a, const ModelId *b) {
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Load path into m and note in id what was loaded; prints the problem and returns -1 on failure,
+ * also when the file changed while it was read. */
+static int load_noted(Model *m, const char *path, ModelId *id) {
+    int before = file_id(path, id);
+    if (cli_load_model(m, path)) return -1;
+    ModelId after;
+    if (before || file_id(path, &after) || !same_file(id, &after)) {
+        fprintf(stderr, "lingen: %s: the file changed while it was read\n", path);
+        model_free(m);
+        return -1;
+    }
+    id->cfg = m->cfg;
+    return 0;
+}
+
+/* In a measuring process: is the model it loaded from path the one the parent checked? (The
+ * configurations compare whole: both were zeroed before they were filled.) */
+static int same_model(const char *path, const ModelId *id, const Model *m, Err *e) {
+    ModelId now;
+    if (file_id(path, &now) == 0 && same_file(id, &now) && !memcmp(&m->cfg, &id->cfg, sizeof m->cfg)) return 0;
+    return err_set(e, "%s: the file changed while compare ran: not the model checked at the start", path);
+}
+
 /* A measurement, run in a child with its model loaded; fills r and, for a speed, the latencies. */
 typedef struct Job Job;
 typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e);
 struct Job {
     JobFn *run;
     const char *model;              /* loaded in the child; NULL: none */
+    const ModelId *id;              /* what the child must find there */
     const char *what;               /* progress label */
     const unsigned char *imgs;      /* test images [n_imgs][N] */
     int n_imgs, n, batch;
@@ -172,7 +224,8 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     Err e = {""};
     Model m;
     int loaded = j->model && model_load(&m, j->model, &e) == 0;
-    if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
+    if ((j->model && (!loaded || same_model(j->model, j->id, &m, &e))) ||
+        j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
         r.n_lat = 0;
         snprintf(r.msg, sizeof r.msg, "%s", e.msg);
@@ -184,8 +237,9 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     _exit(bad ? EXIT_FAIL : EXIT_OK);
 }
 
-/* Run j in a forked child; pos, sec and rss (capacity N) receive its latencies and memory. */
-static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss) {
+/* Run j in a forked child; pos, sec and rss (capacity cap) receive its latencies and memory. A
+ * report of more latencies than that is refused unread. */
+static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss, int cap) {
     int fd[2];
     if (pipe(fd)) { fprintf(stderr, "lingen: pipe: %s\n", strerror(errno)); return -1; }
     fflush(stdout);
@@ -194,14 +248,14 @@ static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss) 
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); close(fd[0]); close(fd[1]); return -1; }
     if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss); }
     close(fd[1]);
-    int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
+    int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || r->n_lat > cap || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
               read_all(fd[0], sec, r->n_lat * sizeof *sec) || read_all(fd[0], rss, r->n_lat * sizeof *rss);
     close(fd[0]);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (bad && WIFSIGNALED(status)) fprintf(stderr, "lingen: %s: the measuring process died (signal %d)\n", j->what, WTERMSIG(status));
     else if (bad) fprintf(stderr, "lingen: %s: the measuring process sent no result\n", j->what);
-    else if (r->failed) fprintf(stderr, "lingen: %s: %s\n", j->what, r->msg);
+    else if (r->failed) fprintf(stderr, "lingen: %s: %.*s\n", j->what, (int)sizeof r->msg - 1, r->msg);
     return bad || r->failed ? -1 : 0;
 }
 
@@ -274,7 +328,8 @@ int cmd_compare(int argc, char **argv) {
     if (json && jsonout_prepare(json)) return 1;   /* fail before minutes of measuring, not after */
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
-    int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
+    ModelId lin_id, soft_id;
+    int ok = load_noted(&lm, lin_path, &lin_id) == 0 && load_noted(&sm, soft_path, &soft_id) == 0 &&
              check_pair(&lm, lin_path, &sm, soft_path, dataset) == 0;
     int big = lm.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
     if (!n) n = big ? 4 : 16;
@@ -283,7 +338,7 @@ int cmd_compare(int argc, char **argv) {
     if (!limit) limit = big ? 20 : 100;
     ok = ok && cli_load_dataset(&ds, &lm, lin_path, data, "test", (int)limit) == 0 && check_memory(&sm, soft_path, batch) == 0;
     Config lc = lm.cfg, sc = sm.cfg;
-    model_free(&lm);   /* each measuring process loads its own copy */
+    model_free(&lm);   /* each measuring process loads its own copy, checked to be this one */
     model_free(&sm);
     if (!ok) { dataset_free(&ds); return 1; }
     cli_set_threads(threads);
@@ -297,14 +352,14 @@ int cmd_compare(int argc, char **argv) {
     c.rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(&sc, 1, N);
     c.rows[ROW_LINEAR_RECOMPUTE].memory_bytes = runstate_bytes(&lc, 1, N);
     enum { SGEMM, SPEED, BITS };   /* what a job's report gives */
-    const struct { JobFn *run; const char *model, *what; int gives, row; } plan[] = {
-        {job_sgemm, NULL, "sgemm", SGEMM, -1},
-        {job_generate, lin_path, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
-        {job_generate, soft_path, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
-        {job_recompute, soft_path, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
-        {job_recompute, lin_path, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
-        {job_bits, lin_path, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
-        {job_bits, soft_path, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
+    const struct { JobFn *run; const char *model; const ModelId *id; const char *what; int gives, row; } plan[] = {
+        {job_sgemm, NULL, NULL, "sgemm", SGEMM, -1},
+        {job_generate, lin_path, &lin_id, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
+        {job_generate, soft_path, &soft_id, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
+        {job_recompute, soft_path, &soft_id, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
+        {job_recompute, lin_path, &lin_id, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
+        {job_bits, lin_path, &lin_id, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
+        {job_bits, soft_path, &soft_id, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
     };
     for (int i = 0; i < N_ROWS; i++) {
         c.rows[i].lat_pos = xcalloc(N, sizeof(int));
@@ -317,12 +372,12 @@ int cmd_compare(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
         /* the sgemm ceiling is the CPU's: a GPU run has none to set beside it */
         if (plan[i].gives == SGEMM && c.gpu) continue;
-        Job j = {plan[i].run, plan[i].model, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
+        Job j = {plan[i].run, plan[i].model, plan[i].id, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
         CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
         int speed = plan[i].gives == SPEED;
         Report rep;
         if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec,
-                    speed && w->lat_rss ? w->lat_rss : no_rss)) rc = 1;
+                    speed && w->lat_rss ? w->lat_rss : no_rss, N)) rc = 1;
         else if (plan[i].gives == SGEMM) c.sgemm_gflops = rep.value;
         else if (speed) {
             w->images_per_s = rep.value;

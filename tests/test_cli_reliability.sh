@@ -175,5 +175,27 @@ mkfifo "$T/fifodata/mnist/t10k-images-idx3-ubyte"
 expect 1 "a dataset file that is a FIFO" timeout 20 $L eval bits-per-dim --threads 1 --model $M --data "$T/fifodata" --limit 1
 contains "dataset FIFO: not a regular file" "t10k-images-idx3-ubyte: not a regular file"
 
+# ---------------------------------------------------------------- compare
+# started_child PID: wait (up to 20 s) until PID has forked a child; its pid in $child
+started_child() {
+  child=
+  for _ in $(seq 2000); do child=$(pgrep -P "$1" | head -1); [ -n "$child" ] && return 0; sleep 0.01; done
+  return 1
+}
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  # the linear model replaced by a CIFAR-10 one (longer images) once the measuring starts: the
+  # measuring processes must not load it into buffers sized for MNIST
+  mkdir "$T/cmp"
+  cp $M "$T/cmp/lin.bin"
+  cp $F/tiny-softmax-mnist.bin "$T/cmp/soft.bin"
+  $L compare --threads 1 --model "$T/cmp/lin.bin" --softmax-model "$T/cmp/soft.bin" -n 2 --limit 2 > "$T/out" 2>&1 &
+  pid=$!
+  started_child $pid && { cp $F/tiny-linear-cifar.bin "$T/cmp/new.bin"; mv "$T/cmp/new.bin" "$T/cmp/lin.bin"; }
+  wait $pid; rc=$?
+  [ $rc -eq 1 ] && ok "compare, model replaced while it runs: exit 1" || bad "compare, model replaced: exit $rc"
+  contains "compare, model replaced: says so" "lin.bin: the file changed while compare ran"
+  lacks "compare, model replaced: no measuring process died" "died"
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]
