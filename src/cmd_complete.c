@@ -106,6 +106,12 @@ int cmd_complete(int argc, char **argv) {
     int rc = load_inputs(&m, path, data, index, files, n_files, &inputs, &n);
     free(files);
     if (rc) { model_free(&m); return rc; }
+    if (image_check_grid(out, n * ((int)K + 2), c->height, c->width, c->channels, (int)K + 2, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        free(inputs);
+        model_free(&m);
+        return 1;
+    }
     int total = n * (int)K;
     if (!batch) batch = total < 16 ? total : 16;   /* not sample's 64: the prefill holds B x P positions */
     if (batch > total) batch = total;

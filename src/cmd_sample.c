@@ -132,7 +132,8 @@ int cmd_sample(int argc, char **argv) {
     if (!batch) batch = rc ? 1 : default_batch(c);
     if (batch > n) batch = n;   /* generate() never runs more at once */
     Err e;
-    if (!rc && image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e)) {   /* before the work */
+    if (!rc && (image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e) ||   /* before the work */
+                (rank == 0 && image_check_grid(out, (int)n, c->height, c->width, c->channels, 0, &e)))) {
         fprintf(stderr, "lingen: %s\n", e.msg);
         rc = EXIT_FAIL;
     }

@@ -95,6 +95,33 @@ void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w) {
     *out_h = rows * (h + BORDER) + BORDER;
 }
 
+/* The most bytes of filtered pixels ((width * channels + 1) * height) the bundled stb_image_write
+ * encodes: it counts in int, and the buffer of its compressed stream (at most 9/8 of its input, a
+ * few bytes more) doubles its capacity, which must stay below 2^31. (954,437,160 is the bound; a
+ * grid of a million MNIST images is 900,150,006.) */
+#define PNG_MAX_FILTERED 950000000u
+
+/* The grid's filtered bytes for n images (PNG_MAX_FILTERED's measure). */
+static size_t grid_filtered_bytes(int n, int h, int w, int ch, int cols) {
+    int gh, gw;
+    image_grid_size(n, h, w, cols, &gh, &gw);
+    return ((size_t)gw * ch + 1) * (size_t)gh;
+}
+
+int image_check_grid(const char *path, int n, int h, int w, int ch, int cols, Err *e) {
+    size_t bytes = grid_filtered_bytes(n, h, w, ch, cols);
+    if (bytes <= PNG_MAX_FILTERED) return 0;
+    int fit = 1, over = n;   /* the bytes grow with n: bisect for the most that fit */
+    while (over - fit > 1) {
+        int mid = fit + (over - fit) / 2;
+        if (grid_filtered_bytes(mid, h, w, ch, cols) <= PNG_MAX_FILTERED) fit = mid;
+        else over = mid;
+    }
+    return err_set(e, "%s: a grid of %d images of %dx%dx%d is %.2f GB of pixels, more than the PNG encoder takes "
+                   "(%.2f GB): at most %d images fit in one grid", path, n, h, w, ch, bytes / 1e9,
+                   PNG_MAX_FILTERED / 1e9, fit);
+}
+
 /* The grid's PNG bytes (malloc'd), or NULL and a message. */
 static unsigned char *encode_grid(const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
                                   int cols, size_t *len, Err *e) {
@@ -103,6 +130,7 @@ static unsigned char *encode_grid(const char *path, const unsigned char *imgs, i
         return NULL;
     }
     cols = grid_cols(n, cols);
+    if (image_check_grid(path, n, h, w, ch, cols, e)) return NULL;
     int gh, gw;
     image_grid_size(n, h, w, cols, &gh, &gw);
     unsigned char *grid = try_calloc((size_t)gh * gw, (size_t)ch, path, e);   /* zeros: the border */

@@ -15,6 +15,9 @@ unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, 
 /* Before a run: can the grid (and outdir's tiles) of ch-channel images be written? (grid NULL:
  * only the tiles; both NULL: nothing to check) */
 int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e);
+/* Before a run: can the grid of n images (cols per row; <= 0: as image_write_grid) be encoded?
+ * Else a message saying how many images fit in one. */
+int image_check_grid(const char *path, int n, int h, int w, int ch, int cols, Err *e);
 /* The grid, and with outdir one PNG per image (outdir/sample_00000.png, ...): all or nothing. */
 int image_write_set(const char *grid, const char *outdir, const unsigned char *imgs, int n, int h, int w,
                     int ch, Err *e);

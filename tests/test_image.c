@@ -64,6 +64,35 @@ static void test_grid_size(void **state) {
     assert_int_equal(gh, 32);
 }
 
+/* Grids the PNG encoder cannot hold (its sizes are ints) are refused before anything is
+ * allocated, with the largest count that fits; a million MNIST images still fit. */
+static void test_grid_limit(void **state) {
+    (void)state;
+    Err e;
+    assert_int_equal(image_check_grid("g.png", 1000000, 28, 28, 1, 0, &e), 0);
+    struct { int n, h, w, ch, cols; } big[] = {{1000000, 32, 32, 3, 0}, {330000, 64, 64, 3, 0}, {10000 * 1026, 32, 32, 3, 1026}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        int n = big[i].n, h = big[i].h, w = big[i].w, ch = big[i].ch, cols = big[i].cols;
+        assert_int_not_equal(image_check_grid("g.png", n, h, w, ch, cols, &e), 0);
+        const char *at = strstr(e.msg, "at most ");
+        assert_non_null(at);
+        assert_true(strncmp(e.msg, "g.png: a grid of ", 17) == 0);
+        int fit = atoi(at + 8);   /* the largest that fits: it does, one more does not */
+        assert_true(fit > 0 && fit < n);
+        assert_int_equal(image_check_grid("g.png", fit, h, w, ch, cols, &e), 0);
+        assert_int_not_equal(image_check_grid("g.png", fit + 1, h, w, ch, cols, &e), 0);
+        int gh, gw;   /* the bound is below what stb's ints take: 9/8 of it, doubled, under 2^31 */
+        image_grid_size(fit, h, w, cols, &gh, &gw);
+        assert_true(((double)gw * ch + 1) * gh * 9 / 8 * 2 < 2147483647.0);
+    }
+    /* the writer refuses it too, before it reads an image or allocates the grid */
+    static unsigned char one[64 * 64 * 3];
+    assert_int_not_equal(image_write_grid(test_in_dir("g.png"), one, 330000, 64, 64, 3, 0, &e), 0);
+    assert_non_null(strstr(e.msg, "more than the PNG encoder takes"));
+    struct stat st;
+    assert_int_not_equal(stat(test_in_dir("g.png"), &st), 0);
+}
+
 static void test_grid_round_trip(void **state) {
     (void)state;
     const int n = 5, h = 28, w = 28;
@@ -338,6 +367,7 @@ static void test_write_errors_leave_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grid_size),
+        TEST_IN_DIR(test_grid_limit),
         TEST_IN_DIR(test_grid_round_trip),
         TEST_IN_DIR(test_rgb_round_trip),
         TEST_IN_DIR(test_read_flavours),
