@@ -110,6 +110,25 @@ contains "--threads capped: says so" "only 1 core is usable here, using 1"
 LINGEN_FORCE_THREADS=1 taskset -c 0 $L sample --model $M -n 1 --threads 4 -o "$T/t.png" > "$T/out" 2>&1
 grep -q "usable here" "$T/out" && bad "LINGEN_FORCE_THREADS=1 still capped" || ok "LINGEN_FORCE_THREADS=1 runs the threads asked for"
 
+# ---------------------------------------------------------------- standard output
+# a report that cannot be written is a failure: to a full device, or to a closed descriptor
+to_full() { "$@" > /dev/full; }
+closed() { "$@" >&-; }
+for c in "version" "--help" "sample --help" "models" "info --model $M"; do
+  expect 1 "lingen $c > /dev/full" to_full $L $c
+  contains "lingen $c > /dev/full: says so" "^lingen: standard output: write failed: No space left on device"
+done
+expect 1 "lingen version >&-" closed $L version
+contains "lingen version >&-: says so" "^lingen: standard output: write failed"
+expect 1 "sample >&-" closed $L sample --threads 1 --model $M -n 2 -o "$T/closed.png"
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.exit(not d.endswith(b"IEND\xaeB`\x82"))' "$T/closed.png" \
+  && ok "sample >&-: the PNG holds nothing after its end" || bad "sample >&-: the PNG is not clean"
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  expect 1 "eval > /dev/full" to_full $L eval bits-per-dim --threads 1 --model $M --limit 2
+  contains "eval > /dev/full: says so" "standard output: write failed"
+  expect 1 "compare > /dev/full" to_full $L compare --threads 1 --model $M --softmax-model $F/tiny-softmax-mnist.bin -n 1 --limit 1
+fi
+
 # ---------------------------------------------------------------- model files
 mkfifo "$T/mfifo"
 for m in /dev/zero "$T/mfifo"; do
