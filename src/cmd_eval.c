@@ -118,9 +118,13 @@ int cmd_eval(int argc, char **argv) {
             printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
                    mean_given, c->seq_len - 1);
         }
-        printf("model        %s (%s attention, %s)\n", path, attn, c->dataset);
+        char *file = text_escape(path);   /* the file's name and text: no terminal escapes */
+        printf("model        %s (%s attention, %s)\n", file, attn, c->dataset);
+        free(file);
         const char *card = model_meta(&m, "test_bits_per_dim");
-        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
+        char *card_s = card ? text_escape(card) : NULL;
+        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card_s);
+        free(card_s);
         const PaperFigure *pf = paper_figure(c->dataset, c->attention);
         double paper = pf ? pf->bits_per_dim : 0;
         if (paper) printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", paper,

@@ -58,7 +58,9 @@ int cmd_info(int argc, char **argv) {
     if (cli_open_model(&m, &path, found)) return 1;
     const Config *c = &m.cfg;
     int N = c->seq_len;
-    printf("model        %s\n", path);
+    char *file = text_escape(path);   /* a file's name: no terminal escapes */
+    printf("model        %s\n", file);
+    free(file);
     printf("dataset      %s (%dx%dx%d, N = %d sub-pixels)\n", c->dataset, c->height, c->width, c->channels, N);
     printf("attention    %s\n", c->attention == ATTN_LINEAR ? "linear (phi = elu + 1)" : "softmax (scale 1/sqrt(D))");
     printf("layers       %d, %s-norm, %s\n", c->n_layers, c->pre_norm ? "pre" : "post", c->gelu ? "gelu" : "relu");

@@ -136,12 +136,16 @@ int modelpath_find(const char *name, char *out, size_t n) {
         char (*files)[264] = xmalloc(k * sizeof *files);
         fprintf(stderr, "models found:");
         for (int i = 0; i < k; i++) {
-            fprintf(stderr, " %s", names[i] = found[i].name);
+            char *safe = text_escape(names[i] = found[i].name);   /* a file's name: no terminal escapes */
+            fprintf(stderr, " %s", safe);
+            free(safe);
             snprintf(files[i], sizeof files[i], "%s.bin", found[i].name);
             names[k + i] = files[i];
         }
         const char *near = args_nearest(name, names, 2 * k);
-        if (near) fprintf(stderr, "\ndid you mean \"%s\"?", near);
+        char *safe = near ? text_escape(near) : NULL;
+        if (near) fprintf(stderr, "\ndid you mean \"%s\"?", safe);
+        free(safe);
         fprintf(stderr, "\n");
         free(files);
         free(names);

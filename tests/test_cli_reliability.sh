@@ -161,6 +161,19 @@ grep -q $'\x1b' "$T/out" && bad "info printed an ESC byte" || ok "info: no ESC b
 grep -q "^parameters   1 (forged)" "$T/out" && bad "info printed a forged line" || ok "info: no forged line"
 contains "info: the value shown escaped" 'date         \\x1b\[2J\\x1b\[Hcleared\\nparameters'
 
+# models and eval print names and values escaped too: a forged "paper" line, ESC, CR
+mkdir "$T/evil"
+edit_model $M "$T/evil/bad"$'\e[2J'".bin" 'h["__metadata__"].update(test_bits_per_dim="0.9\x1b[2K\rpaper        9.99", attention="\x1b[31mlinear")'
+LINGEN_MODELS="$T/evil" $L models > "$T/out" 2>&1
+grep -q $'[\e\r]' "$T/out" && bad "models printed an ESC or CR byte" || ok "models: no ESC or CR byte"
+contains "models: the name shown escaped" 'bad\\x1b\[2J '
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  edit_model $M "$T/card.bin" 'h["__metadata__"].update(test_bits_per_dim="0.9\x1b[2K\rpaper        9.99")'
+  expect 0 "eval with control characters in the card's value" $L eval bits-per-dim --threads 1 --model "$T/card.bin" --limit 1
+  grep -q $'[\e\r]' "$T/out" && bad "eval printed an ESC or CR byte" || ok "eval: no ESC or CR byte"
+  contains "eval: the card's value escaped" 'model card   0.9\\x1b\[2K\\x0dpaper'
+fi
+
 # eval: finite weights whose activations overflow: said so, exit 1 (not "inf +- nan")
 if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
   edit_model $M "$T/overflow.bin" '
