@@ -113,7 +113,10 @@ int modelpath_list(ModelEntry **out) {
 
 int modelpath_find(const char *name, char *out, size_t n) {
     struct stat st;
-    if (stat(name, &st) == 0 || strchr(name, '/')) {   /* a path: the loader reports its problems */
+    int exists = stat(name, &st) == 0, dir = exists && S_ISDIR(st.st_mode);
+    /* a path: the loader reports its problems. A directory without a '/' is never a model: the
+     * data root holds mnist/, and `--model mnist` run there means the model of that name. */
+    if ((exists && !dir) || strchr(name, '/')) {
         snprintf(out, n, "%s", name);
         return 0;
     }
@@ -125,7 +128,7 @@ int modelpath_find(const char *name, char *out, size_t n) {
             int wrote = snprintf(out, n, "%s/%s%s", d.dir[i], name, bin ? ".bin" : "");
             if (wrote > 0 && (size_t)wrote < n && is_file(out)) return 0;
         }
-    fprintf(stderr, "lingen: %s: no such model file, and no model of that name in:\n", name);
+    fprintf(stderr, "lingen: %s: %s, and no model of that name in:\n", name, dir ? "a directory, not a model file" : "no such model file");
     for (int i = 0; i < d.n; i++) fprintf(stderr, "  %s (%s)\n", d.dir[i], d.why[i]);
     ModelEntry *found;
     int k = modelpath_list(&found);

@@ -1,4 +1,5 @@
-/* Finding a model by name. `--model NAME` is a path when a file or directory of that name exists;
+/* Finding a model by name. `--model NAME` is a path when it holds a '/' or names an existing file
+ * (a directory never: the data root holds mnist/);
  * otherwise NAME, then NAME.bin, is looked for in the model directories, in this order:
  *   1. $LINGEN_MODELS, when set (one directory, or several separated by ':')
  *   2. ./models

@@ -51,6 +51,18 @@ expect 0 "without \$LINGEN_MODELS: models/ next to the executable" env -u LINGEN
 contains "the repository's cifar.bin" "model        $REPO/models/cifar.bin"
 contains "... a 16-layer model" "layers       16"
 
+# a directory of the model's name (the data root holds mnist/) is not a model: the name is searched
+mkdir -p "$T/dataroot/mnist"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info) > "$T/out" 2>&1
+contains "the default model run in the data root" "model        $M/mnist.bin"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info --model mnist) > "$T/out" 2>&1
+contains "--model mnist run in the data root" "model        $M/mnist.bin"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L eval bits-per-dim --limit 1 --threads 1) > "$T/out" 2>&1
+contains "eval run in the data root" "model        $M/mnist.bin"
+mkdir "$T/dataroot/nomodel"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info --model nomodel) > "$T/out" 2>&1
+contains "a directory and no model of its name: says both" "^lingen: nomodel: a directory, not a model file, and no model of that name in:"
+
 # nothing matches: exit 1, where it looked, what it found, the nearest name
 expect 1 "an unknown model name" env LINGEN_MODELS="$M" $L sample --model cifr -n 1
 contains "unknown model: names it" "cifr: no such model file"
