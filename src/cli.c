@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "reslimits.h"
 #include "shard.h"
 #include "threads.h"
@@ -24,6 +25,13 @@ int cli_check_png_name(const char *cmd, const char *path) {
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
     fprintf(stderr, "lingen %s: -o %s: only PNG images are written; give a name ending in .png\n", cmd, path);
+    return 2;
+}
+
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b, const char *b) {
+    if (!a || !b || !output_same(a, b)) return 0;
+    fprintf(stderr, "lingen %s: %s %s and %s %s are one file: the second would replace the first\n", cmd, opt_a, a,
+            opt_b, b);
     return 2;
 }
 

@@ -45,6 +45,29 @@ static int write_images(const Config *c, const unsigned char *imgs, long total, 
     return shard_agree(rc);
 }
 
+/* Is path one of the n tiles that --outdir writes (outdir/sample_00000.png, ...)? */
+static int names_tile(const char *path, const char *outdir, long n) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (strncmp(base, "sample_", 7) || base[7] < '0' || base[7] > '9') return 0;
+    long k = strtol(base + 7, NULL, 10);
+    char name[64], tile[MODELPATH_LEN + 64];
+    snprintf(name, sizeof name, "sample_%05ld.png", k);   /* the tile's name exactly, zeros and all */
+    if (k >= n || strcmp(name, base) || snprintf(tile, sizeof tile, "%s/%s", outdir, name) >= (int)sizeof tile) return 0;
+    return output_same(path, tile);
+}
+
+/* -o, --outdir's tiles and --json: no two of them one file. Returns 0, or 2 after a usage message. */
+static int check_outputs_distinct(const char *out, const char *outdir, const char *json, long n) {
+    if (cli_check_distinct("sample", "-o", out, "--json", json)) return 2;
+    const char *names[2][2] = {{"-o", out}, {"--json", json}};
+    for (int i = 0; i < 2 && outdir; i++)
+        if (names[i][1] && names_tile(names[i][1], outdir, n)) {
+            fprintf(stderr, "lingen sample: %s %s is one of the images --outdir %s writes\n", names[i][0], names[i][1], outdir);
+            return 2;
+        }
+    return 0;
+}
+
 /* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
  * (README, Speed: the GPU table): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
 static long default_batch(const Config *c) {
@@ -116,6 +139,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
         return 2;
     }
+    if (check_outputs_distinct(out, outdir, json, n)) return 2;
     if (cli_check_temperature("sample", temperature, device)) return 2;
     if (cli_check_ceiling("sample", ceiling)) return 2;
     if ((r = device_option(device, "sample", 1)) == EXIT_USAGE) return r;

@@ -15,6 +15,9 @@ int cmd_version(int argc, char **argv);
 /* -o FILE: lingen writes PNG only, so the name must end in .png ("-": standard output). Returns 0,
  * or 2 after a usage message. */
 int cli_check_png_name(const char *cmd, const char *path);
+/* Two outputs (option opt_a's value a, opt_b's b; NULL: not given) that name one file, the
+ * second replacing the first: refused (2, after a usage message). */
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b, const char *b);
 /* --ceiling measures one process: refused (2, after a usage message) in a job of several ranks. */
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */

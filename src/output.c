@@ -1,5 +1,6 @@
 /* Output files: atomic replacement, symlinks followed, devices written directly, stdout, checks
  * before the work, all-or-nothing groups (output.h). */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "output.h"
 
 #include <errno.h>
@@ -87,6 +88,12 @@ static int cannot_write(const char *path, const char *dir, int er, Err *e) {
     return err_set(e, "%s: cannot write in %s: %s", path, dir, strerror(er));
 }
 
+/* A directory or a socket is neither replaced nor written. */
+static int not_a_file(const char *path, const struct stat *st, Err *e) {
+    if (S_ISSOCK(st->st_mode)) return err_set(e, "%s: is a socket, not a file, device or FIFO", path);
+    return err_set(e, "%s: is a directory", path);
+}
+
 static void free_names(AtomicFile *a) {
     free(a->path);
     free(a->dest);
@@ -108,9 +115,9 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
     int exists;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && S_ISDIR(st.st_mode)) {
+    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))) {
         free(dest);
-        return err_set(e, "%s: is a directory", path);
+        return not_a_file(path, &st, e);
     }
     a->path = xstrdup(path);
     a->dest = dest;
@@ -210,7 +217,7 @@ int output_check(const char *path, Err *e) {
     int exists, rc = 0;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && S_ISDIR(st.st_mode)) rc = err_set(e, "%s: is a directory", path);
+    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))) rc = not_a_file(path, &st, e);
     else if (exists && !S_ISREG(st.st_mode)) {
         if (access(dest, W_OK) != 0) rc = err_set(e, "%s: cannot write: %s", path, strerror(errno));
     } else {
@@ -220,6 +227,33 @@ int output_check(const char *path, Err *e) {
     }
     free(dest);
     return rc;
+}
+
+/* Where path's bytes would go: its directory's real path (symlinks and ".." resolved), '/', and
+ * its last name, symlinks followed; NULL when that directory cannot be resolved. */
+static char *canonical(const char *path) {
+    struct stat st;
+    int exists;
+    char *dest = follow_links(path, &st, &exists, NULL), *out = NULL;
+    if (!dest) return NULL;
+    char *dir = dir_of(dest), real[PATH_MAX];
+    const char *slash = strrchr(dest, '/'), *base = slash ? slash + 1 : dest;
+    if (realpath(dir, real)) {
+        out = xmalloc(strlen(real) + strlen(base) + 2);
+        sprintf(out, "%s/%s", real, base);
+    }
+    free(dir);
+    free(dest);
+    return out;
+}
+
+int output_same(const char *a, const char *b) {
+    if (!strcmp(a, "-") || !strcmp(b, "-")) return !strcmp(a, b);
+    char *x = canonical(a), *y = canonical(b);
+    int same = x && y && !strcmp(x, y);
+    free(x);
+    free(y);
+    return same;
 }
 
 int output_check_dir(const char *dir, Err *e) {

@@ -2,7 +2,8 @@
  * the same directory, then renamed over the old one. So nothing half-written ever appears under
  * the final name (crash, full disk, file size limit), and a reader holding the old file (a hard
  * link, an open descriptor) keeps the complete old contents. A symlink is followed: its target is
- * replaced and the link kept. A device or FIFO is written directly. "-" is standard output. */
+ * replaced and the link kept. A device or FIFO is written directly; a directory or a socket is
+ * refused. "-" is standard output. */
 #ifndef LINGEN_OUTPUT_H
 #define LINGEN_OUTPUT_H
 #include <stddef.h>
@@ -29,6 +30,9 @@ int output_write_file(const char *path, const void *data, size_t len, Err *e);
 int output_check(const char *path, Err *e);
 /* The same for a directory of outputs: an existing writable directory, or one that can be made. */
 int output_check_dir(const char *dir, Err *e);
+/* Would writing a and b put their bytes under one name? (symlinks followed, directories
+ * resolved; "-" is standard output) */
+int output_same(const char *a, const char *b);
 
 /* All-or-nothing groups of files: each is written in full to its temporary file first; only
  * when every one succeeded are they renamed into place. On failure nothing new is left (and

@@ -32,4 +32,33 @@ if ls "${LINGEN_DATA:-data}"/cifar-10/test_batch* > /dev/null 2>&1; then
 fi
 [ -e "$T/big.png" ] || [ -e "$T/bigtiles" ] && bad "a refused grid left files" || ok "a refused grid: nothing written"
 
+# ---------------------------------------------------------------- outputs refused before the work
+# empty names (a variable left unset in a script), a socket: refused at once, not after -n 100000
+expect 2 "sample --outdir ''" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/e.png" --outdir ""
+contains "--outdir '': says so" "lingen sample: --outdir needs a value, not an empty one"
+expect 2 "sample --json ''" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/e.png" --json ""
+contains "--json '': says so" "lingen sample: --json needs a value, not an empty one"
+expect 2 "eval --json=''" timeout 20 $L eval bits-per-dim --threads 1 --model $M --limit 2 --json=
+expect 2 "complete with an empty PNG argument" $L complete --model $M ""
+contains "an empty argument: says so" "lingen complete: an argument is empty"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/sock.png"
+expect 1 "-o a socket" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/sock.png"
+contains "-o a socket: says so" "sock.png: is a socket, not a file, device or FIFO"
+expect 1 "--json a socket" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/e.png" --json "$T/sock.png"
+[ -S "$T/sock.png" ] && ok "-o a socket: still a socket" || bad "-o a socket: replaced"
+[ -e "$T/e.png" ] && bad "refused runs wrote a grid" || ok "refused runs wrote nothing"
+
+# two outputs of one run on one file: the second would replace the first
+expect 2 "--json F -o F" $L sample --threads 1 --model $M -n 1 -o "$T/same.png" --json "$T/same.png"
+contains "--json F -o F: says so" "lingen sample: -o $T/same.png and --json $T/same.png are one file"
+ln -s same.png "$T/link.png"
+mkdir "$T/sub" "$T/tiles"
+expect 2 "--json through a symlink and .." $L sample --threads 1 --model $M -n 1 -o "$T/link.png" --json "$T/sub/../same.png"
+expect 2 "-o one of --outdir's tiles" $L sample --threads 1 --model $M -n 4 -o "$T/tiles/sample_00003.png" --outdir "$T/tiles"
+contains "-o a tile: says so" "-o $T/tiles/sample_00003.png is one of the images --outdir $T/tiles writes"
+expect 2 "--json one of --outdir's tiles" $L sample --threads 1 --model $M -n 4 --json "$T/sub/../tiles/sample_00000.png" --outdir "$T/tiles"
+[ -e "$T/same.png" ] || [ -n "$(ls -A "$T/tiles")" ] && bad "refused runs wrote files" || ok "two outputs on one file: nothing written"
+expect 0 "-o a tile name that is not one of the run's" $L sample --threads 1 --model $M -n 3 -o "$T/tiles/sample_00003.png" --outdir "$T/tiles"
+[ "$(ls "$T/tiles" | wc -l)" = 4 ] && ok "... the grid beside 3 tiles" || bad "... $(ls "$T/tiles")"
+
 finish
