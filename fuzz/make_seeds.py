@@ -62,7 +62,10 @@ def models():
     h, data = json.loads(seed[8:8 + n]), bytearray(seed[8 + n:])
 
     def edited(name, header, body):
-        hb = json.dumps(header).encode()
+        edited_text(name, json.dumps(header), body)
+
+    def edited_text(name, text, body):
+        hb = text.encode()
         hb += b" " * (-len(hb) % 8)
         out("model", name, struct.pack("<Q", len(hb)) + hb + bytes(body))
 
@@ -79,6 +82,10 @@ def models():
     big = json.loads(json.dumps(h))
     big["__metadata__"].update(height="1024", width="1024")
     edited("side-1024.bin", big, data)
+    # a key twice in one tensor entry: the valid shape first (cJSON keeps it), Python's json the last
+    text = json.dumps(h)
+    end = text.index("}", text.index('"head.bias": {'))
+    edited_text("shape-twice.bin", text[:end] + ', "shape": [1, 3]' + text[end:], data)
 
 
 # ---------------------------------------------------------------- MNIST and CIFAR-10

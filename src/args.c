@@ -31,9 +31,11 @@ static int set_value(const Opt *o, const char *opt, const char *v, const char *c
     }
     char *end;
     errno = 0;
+    /* digits as written: strtol and strtod would also take leading spaces and a '+' */
+    int plain = v[0] == '-' || v[0] == '.' || (v[0] >= '0' && v[0] <= '9');
     if (o->kind == OPT_INT) {
         long x = strtol(v, &end, 10);
-        if (errno || *end || end == v || x < o->min || x > o->max) {
+        if (!plain || errno || *end || end == v || x < o->min || x > o->max) {
             if (o->max == LONG_MAX)
                 fprintf(stderr, "lingen %s: %s must be an integer of at least %ld, not '%s'\n", cmd, opt, o->min, v);
             else
@@ -43,7 +45,7 @@ static int set_value(const Opt *o, const char *opt, const char *v, const char *c
         *(long *)o->dst = x;
     } else {
         double x = strtod(v, &end);
-        if (errno || *end || end == v || !isfinite(x)) {
+        if (!plain || errno || *end || end == v || !isfinite(x)) {
             fprintf(stderr, "lingen %s: %s must be a finite number, not '%s'\n", cmd, opt, v);
             return 2;
         }

@@ -19,6 +19,10 @@
 
 int cli_check_png_name(const char *cmd, const char *path) {
     size_t n = strlen(path);
+    if (n > 1 && path[n - 1] == '/') {
+        fprintf(stderr, "lingen %s: -o %s: a name ending in '/' is a directory's; give a file name ending in .png\n", cmd, path);
+        return 2;
+    }
     if (!strcmp(path, "-") || (n > 4 && !strcasecmp(path + n - 4, ".png"))) return 0;
     /* an existing device, FIFO or directory is not a file name to judge: the output check says
      * what it is (a device or FIFO is written directly, a directory refused) */
@@ -56,6 +60,8 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
         fprintf(stderr, "lingen: %s\n", e.msg);
         return -1;
     }
+    if (limit > ds->n && shard_rank() == 0)   /* not silently fewer than asked for */
+        fprintf(stderr, "lingen: --limit %d: the %s split has %d images; all of them are used\n", limit, split, ds->n);
     if (ds->height * ds->width * ds->channels != c->seq_len) {
         fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
                 ds->height, ds->width, ds->channels, model_path, c->height, c->width, c->channels);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -219,7 +221,9 @@ static int read_all(int fd, void *buf, size_t n) {
 }
 
 /* The child's side: load the model, run the job, send the report. Never returns. */
-static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
+static void child(const Job *j, int fd, int *pos, double *sec, double *rss, pid_t parent) {
+    /* ended with the parent: a SIGTERM to compare must not leave a measurement running */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(EXIT_FAIL);
     Report r = {0};
     Err e = {""};
     Model m;
@@ -244,9 +248,9 @@ static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss, 
     if (pipe(fd)) { fprintf(stderr, "lingen: pipe: %s\n", strerror(errno)); return -1; }
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); close(fd[0]); close(fd[1]); return -1; }
-    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss); }
+    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss, parent); }
     close(fd[1]);
     int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || r->n_lat > cap || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
               read_all(fd[0], sec, r->n_lat * sizeof *sec) || read_all(fd[0], rss, r->n_lat * sizeof *rss);

@@ -28,6 +28,7 @@ int cmd_models(int argc, char **argv) {
         printf("  %s (%s)%s\n", dir, d.why[i], stat(d.dir[i], &st) ? ": not there" : "");
         free(dir);
     }
+    modelpath_dirs_free(&d);
     ModelEntry *v;
     int n = modelpath_list(&v);
     if (n == 0) {

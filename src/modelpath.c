@@ -13,15 +13,29 @@
 #include "util.h"
 
 static void add_dir(ModelDirs *d, const char *dir, const char *why) {
-    if (!*dir || d->n == MODELPATH_MAX_DIRS) return;
+    if (!*dir) return;
     char real[PATH_MAX], other[PATH_MAX];
     int exists = realpath(dir, real) != NULL;
     for (int i = 0; i < d->n; i++) {   /* the same directory under another name counts once */
         if (!strcmp(d->dir[i], dir)) return;
         if (exists && realpath(d->dir[i], other) && !strcmp(real, other)) return;
     }
-    snprintf(d->dir[d->n], MODELPATH_LEN, "%s", dir);
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 8;
+        d->dir = realloc(d->dir, (size_t)d->cap * sizeof *d->dir);
+        d->why = realloc(d->why, (size_t)d->cap * sizeof *d->why);
+        if (!d->dir || !d->why) { fprintf(stderr, "lingen: out of memory\n"); exit(EXIT_FAIL); }
+    }
+    size_t len = strlen(dir) + 1;
+    d->dir[d->n] = memcpy(xmalloc(len), dir, len);
     d->why[d->n++] = why;
+}
+
+void modelpath_dirs_free(ModelDirs *d) {
+    for (int i = 0; i < d->n; i++) free(d->dir[i]);
+    free(d->dir);
+    free(d->why);
+    memset(d, 0, sizeof *d);
 }
 
 /* rel in the executable's directory (up = 0) or in its parent (up = 1: bin/lingen -> share/...).
@@ -52,13 +66,14 @@ const char *modelpath_shared_file(const char *rel) {
 }
 
 void modelpath_dirs(ModelDirs *d) {
-    d->n = 0;
+    memset(d, 0, sizeof *d);
     const char *env = getenv("LINGEN_MODELS");
     if (env) {
-        char buf[MODELPATH_LEN];
-        snprintf(buf, sizeof buf, "%s", env);
+        size_t len = strlen(env) + 1;
+        char *buf = memcpy(xmalloc(len), env, len);
         for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
             add_dir(d, p, "$LINGEN_MODELS");
+        free(buf);
     }
     add_dir(d, "./models", "in the current directory");
     char dir[MODELPATH_LEN];
@@ -106,6 +121,7 @@ int modelpath_list(ModelEntry **out) {
         }
         closedir(dir);
     }
+    modelpath_dirs_free(&d);
     qsort(v, n, sizeof *v, by_name);
     *out = v;
     return n;
@@ -126,10 +142,18 @@ int modelpath_find(const char *name, char *out, size_t n) {
         for (int bin = 0; bin < 2; bin++) {
             if (bin && has_bin_suffix(name)) break;
             int wrote = snprintf(out, n, "%s/%s%s", d.dir[i], name, bin ? ".bin" : "");
-            if (wrote > 0 && (size_t)wrote < n && is_file(out)) return 0;
+            if (wrote > 0 && (size_t)wrote < n && is_file(out)) {
+                modelpath_dirs_free(&d);
+                return 0;
+            }
         }
     fprintf(stderr, "lingen: %s: %s, and no model of that name in:\n", name, dir ? "a directory, not a model file" : "no such model file");
-    for (int i = 0; i < d.n; i++) fprintf(stderr, "  %s (%s)\n", d.dir[i], d.why[i]);
+    for (int i = 0; i < d.n; i++) {
+        char *safe = text_escape(d.dir[i]);
+        fprintf(stderr, "  %s (%s)\n", safe, d.why[i]);
+        free(safe);
+    }
+    modelpath_dirs_free(&d);
     ModelEntry *found;
     int k = modelpath_list(&found);
     if (k == 0) {

@@ -74,6 +74,13 @@ static int parse_tensor(StTensor *t, const cJSON *j, const unsigned char *data, 
                         const char *path, Err *e) {
     const char *name = t->name;
     if (!cJSON_IsObject(j)) return err_set(e, "%s: tensor '%s' is not a JSON object", path, name);
+    /* each key once: readers differ on which of two they take (cJSON the first, Python the last) */
+    static const char *const keys[] = {"dtype", "shape", "data_offsets"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int seen = 0;
+        for (const cJSON *c = j->child; c; c = c->next) seen += strcmp(c->string, keys[k]) == 0;
+        if (seen > 1) return err_set(e, "%s: tensor '%s': key '%s' appears twice", path, name, keys[k]);
+    }
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
     if (!cJSON_IsString(dt)) return err_set(e, "%s: tensor '%s' has no dtype string", path, name);

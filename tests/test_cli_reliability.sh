@@ -185,7 +185,15 @@ for k in ("norm.weight", "norm.bias"):
 fi
 
 # ---------------------------------------------------------------- datasets
-mkdir -p "$T/bomb/cifar-10" "$T/cut/mnist" "$T/fifodata/mnist"
+mkdir -p "$T/bomb/cifar-10" "$T/cut/mnist" "$T/fifodata/mnist" "$T/three/mnist"
+python3 - "$T/three/mnist" <<'PY'
+import struct, sys
+open(sys.argv[1] + "/t10k-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, 3, 28, 28) + bytes(3 * 784))
+open(sys.argv[1] + "/t10k-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, 3) + bytes([1, 2, 3]))
+PY
+expect 0 "--limit past the split's images" $L eval bits-per-dim --threads 1 --model $M --data "$T/three" --limit 20000
+contains "--limit past the end: says so" "lingen: --limit 20000: the test split has 3 images; all of them are used"
+contains "--limit past the end: the 3 evaluated" "over 3 test images"
 python3 - "$T" <<'PY'
 import gzip, struct, sys, zlib
 t = sys.argv[1]
@@ -208,10 +216,15 @@ expect 1 "a dataset file that is a FIFO" timeout 20 $L eval bits-per-dim --threa
 contains "dataset FIFO: not a regular file" "t10k-images-idx3-ubyte: not a regular file"
 
 # ---------------------------------------------------------------- compare
-# started_child PID: wait (up to 20 s) until PID has forked a child; its pid in $child
+# started_child PID [NOT]: wait (up to 20 s) until PID has forked a child (other than NOT); its pid
+# in $child
 started_child() {
   child=
-  for _ in $(seq 2000); do child=$(pgrep -P "$1" | head -1); [ -n "$child" ] && return 0; sleep 0.01; done
+  for _ in $(seq 2000); do
+    child=$(pgrep -P "$1" | grep -vx "${2:-0}" | head -1)
+    [ -n "$child" ] && return 0
+    sleep 0.01
+  done
   return 1
 }
 if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
@@ -227,6 +240,17 @@ if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
   [ $rc -eq 1 ] && ok "compare, model replaced while it runs: exit 1" || bad "compare, model replaced: exit $rc"
   contains "compare, model replaced: says so" "lin.bin: the file changed while compare ran"
   lacks "compare, model replaced: no measuring process died" "died"
+  # SIGTERM to compare ends its measuring process too (the second: the first, sgemm's, is short)
+  $L compare --threads 1 --model $M --softmax-model $F/tiny-softmax-mnist.bin -n 20000 --batch 1 --limit 2 > /dev/null 2>&1 &
+  pid=$!
+  if started_child $pid && started_child $pid "$child"; then
+    kill -TERM $pid; wait $pid
+    for _ in $(seq 100); do kill -0 "$child" 2> /dev/null || break; sleep 0.05; done
+    kill -0 "$child" 2> /dev/null && { bad "compare, SIGTERM: its measuring process still runs"; kill -KILL "$child"; } \
+      || ok "compare, SIGTERM: its measuring process ended too"
+  else
+    bad "compare, SIGTERM: no measuring process started"
+  fi
 fi
 
 echo "$fails failed"

@@ -277,6 +277,12 @@ static void overlapping_tensor(Parts *p) {
 static void duplicate_tensor(Parts *p) {
     cJSON_AddItemToObject(p->hdr, "emb.weight", cJSON_Duplicate(tensor(p, "emb.weight"), 1));
 }
+static void shape_twice(Parts *p) {   /* the valid shape first: a reader taking the first would accept it */
+    cJSON *s = cJSON_CreateArray();
+    cJSON_AddItemToArray(s, cJSON_CreateNumber(1));
+    cJSON_AddItemToArray(s, cJSON_CreateNumber(9));
+    cJSON_AddItemToObject(tensor(p, "head.bias"), "shape", s);
+}
 static void tensor_not_object(Parts *p) {
     cJSON_ReplaceItemInObjectCaseSensitive(p->hdr, "head.bias", cJSON_CreateString("F32"));
 }
@@ -363,6 +369,7 @@ static const Case CASES[] = {
     {"bytes no tensor owns", unlisted_bytes, "8192 unused bytes before tensor 'layers.1.ff1.bias'"},
     {"bytes after the last tensor", trailing_bytes, "4 bytes after the last tensor 'head.bias'"},
     {"duplicate tensor", duplicate_tensor, "tensor 'emb.weight' appears twice"},
+    {"a key twice in a tensor entry", shape_twice, "tensor 'head.bias': key 'shape' appears twice"},
     {"tensor entry not an object", tensor_not_object, "tensor 'head.bias' is not a JSON object"},
     {"tensor name with a newline", name_with_newline, "a tensor name contains control characters"},
 };
