@@ -33,6 +33,22 @@ static char *dir_of(const char *path) {
     return d;
 }
 
+/* The kernel's protected_symlinks rule, which following links here would otherwise bypass: a
+ * symlink in a sticky world-writable directory (such as /tmp) is followed only when the runner or
+ * the directory's owner owns it; else another user's link could aim lingen's output at any file
+ * the runner may write. Returns nonzero, with a message naming path, for a link refused. */
+static int sticky_link_refused(const char *link, const struct stat *ls, const char *path, Err *e) {
+    char *dir = dir_of(link);
+    struct stat ds;
+    int refused = stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) && (ds.st_mode & S_IWOTH) &&
+                  ls->st_uid != geteuid() && ls->st_uid != ds.st_uid;
+    if (refused)
+        err_set(e, "%s: a symlink in the sticky world-writable directory %s, owned by another user: not followed",
+                path, dir);
+    free(dir);
+    return refused;
+}
+
 /* path with every symlink in its last component followed (a dangling link gives the path it
  * points to, which does not exist yet). *exists says whether it does; st is its lstat. */
 static char *follow_links(const char *path, struct stat *st, int *exists, Err *e) {
@@ -47,6 +63,10 @@ static char *follow_links(const char *path, struct stat *st, int *exists, Err *e
         }
         *exists = 1;
         if (!S_ISLNK(st->st_mode)) return cur;
+        if (sticky_link_refused(cur, st, path, e)) {
+            free(cur);
+            return NULL;
+        }
         char target[PATH_MAX];
         ssize_t k = hops < MAX_LINKS ? readlink(cur, target, sizeof target - 1) : -1;
         if (k < 0) {

@@ -2,7 +2,8 @@
  * the same directory, then renamed over the old one. So nothing half-written ever appears under
  * the final name (crash, full disk, file size limit), and a reader holding the old file (a hard
  * link, an open descriptor) keeps the complete old contents. A symlink is followed: its target is
- * replaced and the link kept. A device or FIFO is written directly; a directory or a socket is
+ * replaced and the link kept (not one in a sticky world-writable directory that neither the runner
+ * nor the directory's owner owns: the kernel's protected_symlinks rule). A device or FIFO is written directly; a directory or a socket is
  * refused. "-" is standard output. */
 #ifndef LINGEN_OUTPUT_H
 #define LINGEN_OUTPUT_H

@@ -61,4 +61,26 @@ expect 2 "--json one of --outdir's tiles" $L sample --threads 1 --model $M -n 4 
 expect 0 "-o a tile name that is not one of the run's" $L sample --threads 1 --model $M -n 3 -o "$T/tiles/sample_00003.png" --outdir "$T/tiles"
 [ "$(ls "$T/tiles" | wc -l)" = 4 ] && ok "... the grid beside 3 tiles" || bad "... $(ls "$T/tiles")"
 
+# ---------------------------------------------------------------- files already there
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+# a symlink in a sticky world-writable directory (/tmp) is followed only when the runner or the
+# directory's owner owns it, as the kernel's protected_symlinks rule has it (other users: root)
+if [ "$(id -u)" = 0 ]; then
+  mkdir -m 1777 "$T/sticky"
+  printf victim > "$T/victim.png"
+  ln -s ../victim.png "$T/sticky/out.png"
+  chown -h 65534:65534 "$T/sticky/out.png"
+  expect 1 "-o another user's symlink in a sticky directory" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/sticky/out.png"
+  contains "sticky symlink: says so" "out.png: a symlink in the sticky world-writable directory $T/sticky, owned by another user: not followed"
+  expect 1 "--json another user's symlink in a sticky directory" $L sample --threads 1 --model $M -n 1 -o "$T/g.png" --json "$T/sticky/out.png"
+  [ "$(cat "$T/victim.png")" = victim ] && ok "sticky symlink: its target untouched" || bad "sticky symlink: its target replaced"
+  chown 65534:65534 "$T/sticky"   # the directory's owner owns the link: followed
+  expect 0 "-o a symlink the sticky directory's owner owns" $L sample --threads 1 --model $M -n 1 -o "$T/sticky/out.png"
+  is_png "$T/victim.png" && [ -L "$T/sticky/out.png" ] && ok "... its target replaced, the link kept" || bad "... not followed"
+  chown 0:0 "$T/sticky"; chown -h 0:0 "$T/sticky/out.png"   # the runner owns the link: followed
+  expect 0 "-o the runner's own symlink in a sticky directory" $L sample --threads 1 --model $M -n 1 -o "$T/sticky/out.png"
+else
+  echo "skip symlinks of other users (chown needs root)"
+fi
+
 finish
