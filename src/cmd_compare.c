@@ -295,6 +295,7 @@ int cmd_compare(int argc, char **argv) {
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
     const char *device = "cpu";
+    int force = 0;
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
@@ -307,6 +308,7 @@ int cmd_compare(int argc, char **argv) {
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
                        "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
@@ -316,6 +318,7 @@ int cmd_compare(int argc, char **argv) {
                        "sample of positions and extrapolated. Every row runs in its own process.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
     if ((r = device_option(device, "compare", 0))) return r;
     if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "device.h"
 #include "complete.h"
 #include "image.h"
@@ -49,6 +50,7 @@ int cmd_complete(int argc, char **argv) {
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
     double temperature = 1;
     const char *device = "cpu";
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -62,6 +64,7 @@ int cmd_complete(int argc, char **argv) {
         {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
         {"device", 0, OPT_STR, &device, "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0},
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;
@@ -74,6 +77,7 @@ int cmd_complete(int argc, char **argv) {
                        files, argc, &n_files);
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
+    output_set_force(force);
     if (cli_check_temperature("complete", temperature, device)) { free(files); return 2; }
     if ((r = device_option(device, "complete", 1))) { free(files); return r; }
     if (!index && !n_files) index = "0-9";
@@ -93,7 +97,7 @@ int cmd_complete(int argc, char **argv) {
         return 2;
     }
     Err e;
-    if (image_check_outputs(out, NULL, c->channels, &e)) {   /* before the work, not after */
+    if (image_check_outputs(out, NULL, 0, 0, c->channels, &e)) {   /* before the work, not after */
         fprintf(stderr, "lingen: %s\n", e.msg);
         free(files);
         model_free(&m);

@@ -8,6 +8,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "device.h"
 #include "generate.h"
 #include "image.h"
@@ -111,6 +112,7 @@ int cmd_sample(int argc, char **argv) {
     double temperature = 1;
     int ceiling = 0;
     const char *device = "cpu";
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
@@ -123,6 +125,7 @@ int cmd_sample(int argc, char **argv) {
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
@@ -134,6 +137,7 @@ int cmd_sample(int argc, char **argv) {
                        "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     if (cli_check_png_name("sample", out)) return 2;
     if (json && !strcmp(json, "-") && !strcmp(out, "-")) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
@@ -156,7 +160,7 @@ int cmd_sample(int argc, char **argv) {
     if (!batch) batch = rc ? 1 : default_batch(c);
     if (batch > n) batch = n;   /* generate() never runs more at once */
     Err e;
-    if (!rc && (image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e) ||   /* before the work */
+    if (!rc && (image_check_outputs(rank == 0 ? out : NULL, outdir, first, count, c->channels, &e) ||   /* before the work */
                 (rank == 0 && image_check_grid(out, (int)n, c->height, c->width, c->channels, 0, &e)))) {
         fprintf(stderr, "lingen: %s\n", e.msg);
         rc = EXIT_FAIL;

@@ -39,6 +39,8 @@ void cli_set_threads(long threads);
 /* Before anything else: no idle OpenBLAS threads beside lingen's (cli.c). */
 void cli_stop_blas_threads(void);
 
+/* --force of every command that writes files (output.h: output_set_force). */
+#define FORCE_HELP "replace outputs that are read-only too (a file without write permission)"
 /* --temperature of sample and complete (dmol.h): checked against the range below; prints
  * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */
 #define TEMPERATURE_MIN 0.01

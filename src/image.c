@@ -157,12 +157,23 @@ int image_write_grid(const char *path, const unsigned char *imgs, int n, int h, 
     return rc;
 }
 
-int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e) {
+/* outdir/sample_<k>.png (5 digits at least) into path; -1 and a message when it does not fit. */
+static int tile_path(char *path, size_t n, const char *outdir, long k, Err *e) {
+    if (snprintf(path, n, "%s/sample_%05ld.png", outdir, k) >= (int)n) return err_set(e, "%s: path too long", outdir);
+    return 0;
+}
+
+int image_check_outputs(const char *grid, const char *outdir, long first, long n_tiles, int ch, Err *e) {
     if (!grid && !outdir) return 0;
     if (!writable_channels(ch))
         return err_set(e, "%s: cannot write images of %d channels (PNG output takes 1 or 3)", grid ? grid : outdir, ch);
     if (grid && output_check(grid, e)) return -1;
-    return outdir ? output_check_dir(outdir, e) : 0;
+    if (!outdir) return 0;
+    if (output_check_dir(outdir, e)) return -1;
+    char path[4096];
+    for (long k = first; k < first + n_tiles; k++)   /* a tile already there that may not be replaced */
+        if (tile_path(path, sizeof path, outdir, k, e) || output_check_existing(path, e)) return -1;
+    return 0;
 }
 
 int image_stage_grid(OutputGroup *g, const char *path, const unsigned char *imgs, int n, int h, int w, int ch,
@@ -180,8 +191,7 @@ int image_stage_tiles(OutputGroup *g, const char *outdir, const unsigned char *i
     if (output_group_mkdir(g, outdir, e)) return -1;
     for (int k = 0; k < n; k++) {
         char path[4096];
-        if (snprintf(path, sizeof path, "%s/sample_%05ld.png", outdir, first + k) >= (int)sizeof path)
-            return err_set(e, "%s: path too long", outdir);
+        if (tile_path(path, sizeof path, outdir, first + k, e)) return -1;
         unsigned char *png = image_encode_png(imgs + k * tile, h, w, ch, &len, path, e);
         int rc = png ? output_group_add(g, path, png, len, e) : -1;
         free(png);

@@ -12,9 +12,9 @@ int image_write_png(const char *path, const unsigned char *img, int h, int w, in
 /* The PNG file's bytes (malloc'd; *len their number), or NULL and a message naming path. */
 unsigned char *image_encode_png(const unsigned char *img, int h, int w, int ch, size_t *len, const char *path,
                                 Err *e);
-/* Before a run: can the grid (and outdir's tiles) of ch-channel images be written? (grid NULL:
- * only the tiles; both NULL: nothing to check) */
-int image_check_outputs(const char *grid, const char *outdir, int ch, Err *e);
+/* Before a run: can the grid (and outdir's tiles first .. first + n_tiles - 1) of ch-channel
+ * images be written? (grid NULL: only the tiles; both NULL: nothing to check) */
+int image_check_outputs(const char *grid, const char *outdir, long first, long n_tiles, int ch, Err *e);
 /* Before a run: can the grid of n images (cols per row; <= 0: as image_write_grid) be encoded?
  * Else a message saying how many images fit in one. */
 int image_check_grid(const char *path, int n, int h, int w, int ch, int cols, Err *e);

@@ -108,10 +108,25 @@ static int cannot_write(const char *path, const char *dir, int er, Err *e) {
     return err_set(e, "%s: cannot write in %s: %s", path, dir, strerror(er));
 }
 
-/* A directory or a socket is neither replaced nor written. */
-static int not_a_file(const char *path, const struct stat *st, Err *e) {
+static int force;   /* output_set_force */
+
+void output_set_force(int on) { force = on; }
+
+/* What is at dest (st: its stat, when it exists) may take path's output: not a directory or a
+ * socket (neither replaced nor written), nor a read-only file (its mode has no write bit, or the
+ * runner may not write it: a shell's > would refuse it) unless --force. */
+static int may_replace(const char *path, const char *dest, const struct stat *st, int exists, Err *e) {
+    if (!exists) return 0;
     if (S_ISSOCK(st->st_mode)) return err_set(e, "%s: is a socket, not a file, device or FIFO", path);
-    return err_set(e, "%s: is a directory", path);
+    if (S_ISDIR(st->st_mode)) return err_set(e, "%s: is a directory", path);
+    if (!S_ISREG(st->st_mode) || force) return 0;
+    if (!(st->st_mode & 0222))
+        return err_set(e, "%s: is read-only (mode %04o): not replaced; --force replaces it", path,
+                       (unsigned)(st->st_mode & 07777));
+    if (faccessat(AT_FDCWD, dest, W_OK, AT_EACCESS) != 0 && errno == EACCES)
+        return err_set(e, "%s: is not writable by this user (mode %04o, owner %ld): not replaced; --force replaces it",
+                       path, (unsigned)(st->st_mode & 07777), (long)st->st_uid);
+    return 0;
 }
 
 static void free_names(AtomicFile *a) {
@@ -135,9 +150,9 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
     int exists;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    if (may_replace(path, dest, &st, exists, e)) {
         free(dest);
-        return not_a_file(path, &st, e);
+        return -1;
     }
     a->path = xstrdup(path);
     a->dest = dest;
@@ -159,7 +174,14 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
             return -1;
         }
         free(dir);
-        mode_t um = umask(0);   /* mkstemp makes 0600: the old file's mode, else the usual one */
+        /* the old file's owner and group, where the runner may give them (root: both; others:
+         * a group they are in), then its mode; a new file gets mkstemp's 0600 widened to the
+         * usual mode */
+        if (exists && (st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) != 0 &&
+            fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+            /* kept as the runner's: not allowed to give it away */
+        }
+        mode_t um = umask(0);
         umask(um);
         fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~um);
     }
@@ -237,7 +259,7 @@ int output_check(const char *path, Err *e) {
     int exists, rc = 0;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))) rc = not_a_file(path, &st, e);
+    if (may_replace(path, dest, &st, exists, e)) rc = -1;
     else if (exists && !S_ISREG(st.st_mode)) {
         if (access(dest, W_OK) != 0) rc = err_set(e, "%s: cannot write: %s", path, strerror(errno));
     } else {
@@ -245,6 +267,17 @@ int output_check(const char *path, Err *e) {
         rc = probe_dir(path, dir, e);
         free(dir);
     }
+    free(dest);
+    return rc;
+}
+
+int output_check_existing(const char *path, Err *e) {
+    if (strcmp(path, "-") == 0) return 0;
+    struct stat st;
+    int exists;
+    char *dest = follow_links(path, &st, &exists, e);
+    if (!dest) return -1;
+    int rc = may_replace(path, dest, &st, exists, e);
     free(dest);
     return rc;
 }

@@ -83,4 +83,42 @@ else
   echo "skip symlinks of other users (chown needs root)"
 fi
 
+# a read-only file (no write bit) is not replaced, before the work, unless --force; then its mode
+# stays; the same for --json and for a tile --outdir would write
+printf old > "$T/ro.png"; chmod 444 "$T/ro.png"
+expect 1 "-o a read-only file" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/ro.png"
+contains "-o read-only: says so" "ro.png: is read-only (mode 0444): not replaced; --force replaces it"
+[ "$(cat "$T/ro.png")" = old ] && ok "-o read-only: untouched" || bad "-o read-only: replaced"
+expect 0 "-o a read-only file, --force" $L sample --threads 1 --model $M -n 1 -o "$T/ro.png" --force
+is_png "$T/ro.png" && [ "$(stat -c %a "$T/ro.png")" = 444 ] && ok "--force: replaced, still mode 0444" || bad "--force: $(stat -c %a "$T/ro.png")"
+printf old > "$T/ro.json"; chmod 444 "$T/ro.json"
+expect 1 "info --json a read-only file" $L info --model $M --json "$T/ro.json"
+contains "--json read-only: says so" "ro.json: is read-only (mode 0444)"
+expect 0 "info --json a read-only file, --force" $L info --model $M --json "$T/ro.json" --force
+mkdir "$T/rotiles"; printf old > "$T/rotiles/sample_00002.png"; chmod 444 "$T/rotiles/sample_00002.png"
+expect 1 "--outdir with a read-only tile" timeout 20 $L sample --threads 1 --model $M -n 100000 -o "$T/g.png" --outdir "$T/rotiles"
+contains "read-only tile: says so" "sample_00002.png: is read-only (mode 0444)"
+expect 0 "--outdir with a read-only tile, --force" $L sample --threads 1 --model $M -n 3 -o "$T/g.png" --outdir "$T/rotiles" --force
+# the mode of a file replaced is kept
+printf old > "$T/mode.png"; chmod 640 "$T/mode.png"
+expect 0 "-o a file of mode 0640" $L sample --threads 1 --model $M -n 1 -o "$T/mode.png"
+[ "$(stat -c %a "$T/mode.png")" = 640 ] && ok "mode 0640 kept" || bad "mode now $(stat -c %a "$T/mode.png")"
+if [ "$(id -u)" = 0 ]; then
+  # root replacing another user's file leaves it theirs
+  printf old > "$T/theirs.png"; chown 65534:65534 "$T/theirs.png"
+  expect 0 "root: -o another user's file" $L sample --threads 1 --model $M -n 1 -o "$T/theirs.png"
+  [ "$(stat -c %u:%g "$T/theirs.png")" = 65534:65534 ] && ok "root: the owner kept" || bad "root: owner now $(stat -c %u:%g "$T/theirs.png")"
+  # another user (65534) may replace root's file in its own directory only with --force, as a
+  # shell's > could not write it; it cannot give the new file to root
+  if command -v setpriv > /dev/null; then
+    chmod 755 "$T"; mkdir "$T/nobody"; chown 65534:65534 "$T/nobody"
+    printf old > "$T/nobody/root.png"
+    as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
+    expect 1 "another user's file, not writable by the runner" as_nobody $L sample --threads 1 --model $M -n 1 -o "$T/nobody/root.png"
+    contains "not writable: says so" "root.png: is not writable by this user (mode 0644, owner 0): not replaced; --force replaces it"
+    expect 0 "... with --force" as_nobody $L sample --threads 1 --model $M -n 1 -o "$T/nobody/root.png" --force
+    [ "$(stat -c %u "$T/nobody/root.png")" = 65534 ] && ok "... now the runner's" || bad "... owner $(stat -c %u "$T/nobody/root.png")"
+  fi
+fi
+
 finish
