@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "output.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,9 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The temporary file's name, in the destination's directory: short, so that a destination
- * name of up to NAME_MAX bytes still works. */
-#define TMP_NAME "/.lingen-XXXXXX"
+/* The temporary file's name, in the destination's directory: .lingen-HOST-PID-XXXXXX, HOST the
+ * hash of this machine's name (8 hex digits), PID this process's. Short, so that a destination
+ * name of up to NAME_MAX bytes still works; the two numbers let a later run tell that a file
+ * was left by a process that no longer runs (killed with SIGKILL) and remove it. */
+#define TMP_PREFIX ".lingen-"
 #define MAX_LINKS 40   /* as the kernel's ELOOP limit */
 
 static char *xstrdup(const char *s) {
@@ -88,10 +91,21 @@ static char *follow_links(const char *path, struct stat *st, int *exists, Err *e
     }
 }
 
+/* FNV-1a of this machine's name: the HOST of the temporary files' names. */
+static unsigned host_hash(void) {
+    static unsigned h;
+    if (h) return h;
+    char name[256] = "";
+    gethostname(name, sizeof name - 1);
+    h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
 /* A new temporary file in dir; fd, with *tmp its name (malloc'd); -1 and errno on failure. */
 static int make_temp(const char *dir, char **tmp) {
-    *tmp = xmalloc(strlen(dir) + sizeof TMP_NAME);
-    sprintf(*tmp, "%s%s", strcmp(dir, "/") ? dir : "", TMP_NAME);
+    *tmp = xmalloc(strlen(dir) + 64);
+    sprintf(*tmp, "%s/" TMP_PREFIX "%08x-%ld-XXXXXX", strcmp(dir, "/") ? dir : "", host_hash(), (long)getpid());
     int fd = mkstemp(*tmp);
     if (fd < 0) {
         int er = errno;
@@ -241,8 +255,37 @@ int output_write_file(const char *path, const void *data, size_t len, Err *e) {
     return atomic_commit(&a, e);
 }
 
+/* Is path (named name) a temporary file that a process of this machine left, and that no longer
+ * runs: a regular file of the runner's own? (A process of another user counts as running: kill
+ * says EPERM, not ESRCH.) */
+static int stale_temp(const char *path, const char *name) {
+    unsigned host;
+    long pid;
+    int end = 0;
+    if (sscanf(name, TMP_PREFIX "%8x-%ld-%*6[A-Za-z0-9]%n", &host, &pid, &end) != 2 || end == 0 || name[end] ||
+        host != host_hash() || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+/* Remove from dir the temporary files of lingen runs of this machine that were killed before
+ * they could (SIGKILL, a crash): they would stay hidden there for good. */
+static void remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (strncmp(de->d_name, TMP_PREFIX, sizeof TMP_PREFIX - 1)) continue;
+        char *path = xmalloc(strlen(dir) + strlen(de->d_name) + 2);
+        sprintf(path, "%s/%s", dir, de->d_name);
+        if (stale_temp(path, de->d_name)) unlink(path);
+        free(path);
+    }
+    closedir(d);
+}
+
 /* Can a new file be made in dir? (made and removed again: this also catches a read-only
- * filesystem, which access() does not) */
+ * filesystem, which access() does not). Then dir is cleared of stale temporary files. */
 static int probe_dir(const char *path, const char *dir, Err *e) {
     char *tmp;
     int fd = make_temp(dir, &tmp);
@@ -250,6 +293,7 @@ static int probe_dir(const char *path, const char *dir, Err *e) {
     close(fd);
     unlink(tmp);
     free(tmp);
+    remove_stale_temps(dir);
     return 0;
 }
 

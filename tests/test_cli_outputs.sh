@@ -121,4 +121,42 @@ if [ "$(id -u)" = 0 ]; then
   fi
 fi
 
+# ---------------------------------------------------------------- temporary files of a killed run
+# SIGKILL while the tiles are written leaves temporary files; the next run into that directory
+# removes them (and the grid's, in its own directory)
+mkdir "$T/kill"
+python3 - $L "$T/kill" $M <<'PY' > "$T/left"
+import os, signal, subprocess, sys, time
+lingen, d, model = sys.argv[1:]
+p = subprocess.Popen([lingen, "sample", "--threads", "1", "--model", model, "-n", "3000", "-o", d + "/grid.png",
+                      "--outdir", d + "/tiles"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t0 = time.time()
+while p.poll() is None and time.time() - t0 < 120:
+    if os.path.isdir(d + "/tiles") and any(n.startswith(".lingen-") for n in os.listdir(d + "/tiles")):
+        p.send_signal(signal.SIGKILL)
+        break
+    time.sleep(0.002)
+p.wait()
+print(sum(n.startswith(".lingen-") for n in os.listdir(d + "/tiles")))
+PY
+[ "$(cat "$T/left")" -gt 0 ] && ok "SIGKILL while writing tiles: $(cat "$T/left") temporary files left" || bad "SIGKILL: none left (the kill missed)"
+expect 0 "the next run into that directory" $L sample --threads 1 --model $M -n 2 -o "$T/kill/grid2.png" --outdir "$T/kill/tiles"
+[ -z "$(find "$T/kill" -name '.lingen-*')" ] && ok "... removed them" || bad "... left $(find "$T/kill" -name '.lingen-*' | wc -l)"
+# only this machine's files of processes that no longer run, the runner's own, of lingen's naming
+host=$(python3 -c 'import socket
+h = 2166136261
+for b in socket.gethostname().encode(): h = (h ^ b) * 16777619 & 0xffffffff
+print("%08x" % h)')
+sleep 0 & dead=$!; wait $dead
+mkdir "$T/stale"
+touch "$T/stale/.lingen-$host-$dead-aB3dE9" "$T/stale/.lingen-$host-$$-aB3dE9" "$T/stale/.lingen-0badf00d-$dead-aB3dE9" \
+      "$T/stale/.lingen-aB3dE9" "$T/stale/.lingen-$host-$dead-aB3dE9.png"
+[ "$(id -u)" = 0 ] && touch "$T/stale/.lingen-$host-$dead-theirs" && chown 65534 "$T/stale/.lingen-$host-$dead-theirs"
+expect 0 "a run into a directory of temporary files" $L info --model $M --json "$T/stale/info.json"
+[ ! -e "$T/stale/.lingen-$host-$dead-aB3dE9" ] && ok "a dead process's temporary file: removed" || bad "a dead process's: kept"
+for f in ".lingen-$host-$$-aB3dE9" ".lingen-0badf00d-$dead-aB3dE9" ".lingen-aB3dE9" ".lingen-$host-$dead-aB3dE9.png"; do
+  [ -e "$T/stale/$f" ] && ok "kept: $f" || bad "removed: $f"
+done
+[ "$(id -u)" != 0 ] || { [ -e "$T/stale/.lingen-$host-$dead-theirs" ] && ok "kept: another user's" || bad "removed: another user's"; }
+
 finish
