@@ -131,8 +131,9 @@ def pack_row(samples, depth):
 ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
 
 
-def png(w, h, color, depth, pixel, interlace=False, extra=b""):
-    """A PNG by hand (PIL writes neither 16-bit RGB nor interlaced files): pixel(x, y) -> samples."""
+def png(w, h, color, depth, pixel, interlace=False, extra=b"", tail=b""):
+    """A PNG by hand (PIL writes neither 16-bit RGB nor interlaced files): pixel(x, y) -> samples.
+    tail: bytes more in the zlib stream, after the rows."""
     raw = b""
     passes = ADAM7 if interlace else [(0, 0, 1, 1)]
     for x0, y0, dx, dy in passes:
@@ -140,7 +141,7 @@ def png(w, h, color, depth, pixel, interlace=False, extra=b""):
         if len(xs) and len(ys):
             raw += b"".join(pack_row([s for x in xs for s in pixel(x, y)], depth) for y in ys)
     ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, int(interlace))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra + chunk(b"IDAT", zlib.compress(raw, 9))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra + chunk(b"IDAT", zlib.compress(raw + tail, 9))
             + chunk(b"IEND", b""))
 
 
@@ -161,6 +162,8 @@ def pngs():
     out("png", "gray8-trns-gamma-4x4.png", png(4, 4, 0, 8, lambda x, y: [f(x, y)],
                                               extra=chunk(b"gAMA", struct.pack(">I", 45455)) +
                                               chunk(b"tRNS", struct.pack(">H", 0))))
+    # a decompression bomb in small: 4x4 pixels, then 1 MB more in the same stream
+    out("png", "gray8-4x4-1mb-more.png", png(4, 4, 0, 8, lambda x, y: [f(x, y)], tail=bytes(1 << 20)))
     # one written by PIL, as a user's editor would: palette mode with its own chunk layout
     im = Image.new("P", (6, 6))
     im.putpalette(bytes(range(48)))

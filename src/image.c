@@ -219,6 +219,7 @@ int image_write_set(const char *grid, const char *outdir, const unsigned char *i
 typedef struct {
     const unsigned char *data;
     size_t len, pos;
+    size_t idat, idat_max;    /* bytes of image data (IDAT) read so far, and the most taken */
     char msg[200];
     unsigned width, height;
     unsigned char *rgba;      /* width * height * 4 */
@@ -233,8 +234,20 @@ static void png_on_error(png_structp png, png_const_charp msg) {
 
 static void png_on_warning(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
 
+#define PNG_IDAT ((png_uint_32)'I' << 24 | (png_uint_32)'D' << 16 | (png_uint_32)'A' << 8 | (png_uint_32)'T')
+
+/* The compressed image data is counted as it is read: libpng inflates all of it, also what
+ * follows the last row (to find the stream's end), so a 4x4 image whose stream inflates to
+ * gigabytes would keep it busy for as long. */
+static void count_image_data(png_structp png, PngRead *r, size_t n) {
+    if (png_get_io_chunk_type(png) != PNG_IDAT || !(png_get_io_state(png) & PNG_IO_CHUNK_DATA)) return;
+    r->idat += n;
+    if (r->idat_max && r->idat > r->idat_max) png_error(png, "more compressed image data than the image holds");
+}
+
 static void png_read_mem(png_structp png, png_bytep out, size_t n) {
     PngRead *r = png_get_io_ptr(png);
+    count_image_data(png, r, n);
     if (n > r->len - r->pos) png_error(png, "truncated file");
     memcpy(out, r->data + r->pos, n);
     r->pos += n;
@@ -268,6 +281,9 @@ static int png_decode(PngRead *r, unsigned want_w, unsigned want_h) {
         png_destroy_read_struct(&png, &info, NULL);
         return 1;
     }
+    /* Compressed, the pixels take less than twice their raw size (filter bytes, interlacing's
+     * passes and zlib's stored blocks included), and a few bytes of framing */
+    r->idat_max = 2 * (size_t)r->height * (png_get_rowbytes(png, info) + 1) + 4096;
     /* everything to 8-bit RGBA: palette and low bit depths expanded, tRNS to alpha,
      * 16 bits scaled (rounded) to 8, gray replicated, opaque alpha added where missing */
     int color = png_get_color_type(png, info);
