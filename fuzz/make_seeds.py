@@ -82,6 +82,9 @@ def models():
     big = json.loads(json.dumps(h))
     big["__metadata__"].update(height="1024", width="1024")
     edited("side-1024.bin", big, data)
+    # empty tensors that no config wants, listed before the weights
+    extra = {"x%d" % i: {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(3)}
+    edited("extra-tensors-first.bin", dict(extra, **h), data)
     # a key twice in one tensor entry: the valid shape first (cJSON keeps it), Python's json the last
     text = json.dumps(h)
     end = text.index("}", text.index('"head.bias": {'))

@@ -57,7 +57,8 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The first name that occurs twice, or NULL; sorting keeps a huge header from taking n^2. */
+/* The first name that occurs twice, or NULL; sorting keeps a huge header from taking n^2. (The
+ * metadata's keys; the tensors' names are checked as they are indexed.) */
 static const char *find_duplicate(char **names, int n) {
     if (n < 2) return NULL;
     char **s = xmalloc((size_t)n * sizeof *s);
@@ -147,6 +148,22 @@ static int parse_metadata(SafeTensors *st, const cJSON *j, const char *path, Err
     }
     const char *dup = find_duplicate(st->meta_keys, st->n_meta);
     if (dup) return err_set(e, "%s: __metadata__ key '%s' appears twice", path, dup);
+    return 0;
+}
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp((*(const StTensor *const *)a)->name, (*(const StTensor *const *)b)->name);
+}
+
+/* st->by_name: the tensors sorted by name, which must be unique (neighbours differ). Sorting
+ * keeps a header of many names from taking n^2, here and in every st_find. */
+static int index_names(SafeTensors *st, const char *path, Err *e) {
+    st->by_name = xmalloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
+    for (int i = 0; i < st->n; i++) st->by_name[i] = &st->t[i];
+    qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_tensor_name);
+    for (int i = 1; i < st->n; i++)
+        if (strcmp(st->by_name[i - 1]->name, st->by_name[i]->name) == 0)
+            return err_set(e, "%s: tensor '%s' appears twice", path, st->by_name[i]->name);
     return 0;
 }
 
@@ -253,7 +270,6 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
     }
     if (n_meta_objs > 1) return err_set(e, "%s: __metadata__ appears twice", path);
     st->t = xcalloc((size_t)n, sizeof *st->t);
-    char **names = xcalloc((size_t)n, sizeof *names);   /* for the duplicate check */
     int rc = 0;
     for (const cJSON *j = (*root)->child; j && !rc; j = j->next) {
         if (strcmp(j->string, "__metadata__") == 0) {
@@ -265,12 +281,10 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
             break;
         }
         StTensor *t = &st->t[st->n++];
-        t->name = names[st->n - 1] = xstrdup(j->string);
+        t->name = xstrdup(j->string);
         rc = parse_tensor(t, j, data, data_len, path, e);
     }
-    const char *dup = rc ? NULL : find_duplicate(names, st->n);
-    if (dup) rc = err_set(e, "%s: tensor '%s' appears twice", path, dup);
-    free(names);
+    if (!rc) rc = index_names(st, path, e);
     if (!rc) rc = check_coverage(st, data, data_len, path, e);
     return rc;
 }
@@ -307,13 +321,19 @@ void st_close(SafeTensors *st) {
     for (int i = 0; i < st->n; i++) free(st->t[i].name);
     st_free_meta(st->n_meta, st->meta_keys, st->meta_vals);
     free(st->t);
+    free(st->by_name);
     free(st->buf);
     memset(st, 0, sizeof *st);
 }
 
 const StTensor *st_find(const SafeTensors *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
+    int lo = 0, hi = st->n;   /* by_name[lo..hi) may hold it */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(st->by_name[mid]->name, name);
+        if (c == 0) return st->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 

@@ -22,6 +22,7 @@ typedef struct {
 typedef struct {
     unsigned char *buf; size_t len;   /* the whole file */
     int n; StTensor *t;               /* tensors in file order */
+    const StTensor **by_name;         /* the same, sorted by name (st_find: a binary search) */
     int n_meta; char **meta_keys, **meta_vals;
 } SafeTensors;
 
@@ -31,7 +32,7 @@ int  st_parse(SafeTensors *st, unsigned char *buf, size_t len, const char *name,
 void st_close(SafeTensors *st);
 /* Free n metadata key/value strings and their two arrays (st_close's, or a Model's that took them). */
 void st_free_meta(int n, char **keys, char **vals);
-const StTensor *st_find(const SafeTensors *st, const char *name);
+const StTensor *st_find(const SafeTensors *st, const char *name);   /* NULL if absent; O(log n) */
 const char *st_meta(const SafeTensors *st, const char *key);
 size_t st_numel(const StTensor *t);
 /* Copy a tensor's values to float32 (widening F16/BF16). */

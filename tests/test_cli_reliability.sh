@@ -154,6 +154,32 @@ edit_model $M "$T/gap.bin" 'data += b"\0" * 8'
 expect 1 "bytes after the last tensor" $L info --model "$T/gap.bin"
 contains "trailing bytes: says so" "8 bytes after the last tensor"
 
+# a header of 1,024 layers and 400,000 empty tensors listed first: refused in time linear in its
+# size (a lookup of every weight through all the names took half a minute)
+python3 - "$T/many.bin" <<'PY'
+import json, struct, sys
+d = 2
+meta = {"format": "lingen", "format_version": "1", "n_layers": "1024", "n_heads": "1", "d_head": "2", "d_ff": "1",
+        "n_mix": "1", "height": "2", "width": "2", "channels": "1", "attention": "linear", "norm": "post",
+        "activation": "relu", "dataset": "mnist", "bos": "1"}
+want = [("emb.weight", [257, 1])] + [("layers.%d.%s" % (l, k), s) for l in range(1024) for k, s in [
+    ("attn.qkv.weight", [6, 2]), ("attn.qkv.bias", [6]), ("attn.out.weight", [2, 2]), ("attn.out.bias", [2]),
+    ("norm1.weight", [2]), ("norm1.bias", [2]), ("norm2.weight", [2]), ("norm2.bias", [2]), ("ff1.weight", [1, 2]),
+    ("ff1.bias", [1]), ("ff2.weight", [2, 1]), ("ff2.bias", [2])]] + [
+    ("norm.weight", [2]), ("norm.bias", [2]), ("head.weight", [3, 2]), ("head.bias", [3])]
+parts, off = ['"__metadata__":' + json.dumps(meta)], 0
+parts += ['"x%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}' % i for i in range(400000)]
+for name, shape in want:
+    n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+    parts.append('"%s":{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}' % (name, json.dumps(shape), off, off + 4 * n))
+    off += 4 * n
+hb = ("{" + ",".join(parts) + "}").encode(); hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + bytes(off))
+PY
+expect 1 "400,000 extra tensors listed first" timeout 20 $L info --model "$T/many.bin"
+contains "400,000 extra tensors: the first named" "many.bin: unexpected tensor 'x0'"
+rm -f "$T/many.bin"
+
 # info prints metadata values escaped: no terminal escape, no forged line
 edit_model $M "$T/esc.bin" 'h["__metadata__"]["date"] = "\x1b[2J\x1b[Hcleared\nparameters   1 (forged)"'
 expect 0 "info with control characters in a value" $L info --model "$T/esc.bin"
