@@ -41,7 +41,7 @@ int cmd_models(int argc, char **argv) {
         SafeTensors st;
         Err e;
         char *name = text_escape(v[i].name), *file = text_escape(v[i].path);
-        if (st_open(&st, v[i].path, &e)) {   /* listed all the same: --model NAME would pick it */
+        if (st_open_header(&st, v[i].path, &e)) {   /* the header alone; listed all the same: --model NAME would pick it */
             char *why = text_escape(e.msg);
             printf("%-16s (unreadable: %s)\n", name, why);
             free(why);

@@ -2,11 +2,13 @@
  * or a full disk never leaves a half-written PNG under the final name) and PNG input (libpng). */
 #include "image.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <png.h>
 
 #include "output.h"
@@ -217,8 +219,9 @@ int image_write_set(const char *grid, const char *outdir, const unsigned char *i
 /* libpng reports errors through longjmp. Everything the error path must free lives in this
  * struct, owned by the caller, so no local of the setjmp function changes after setjmp. */
 typedef struct {
-    const unsigned char *data;
+    const unsigned char *data;   /* the file in memory (image_decode_png) ... */
     size_t len, pos;
+    FILE *f;                     /* ... or read as libpng asks (image_read_png) */
     size_t idat, idat_max;    /* bytes of image data (IDAT) read so far, and the most taken */
     char msg[200];
     unsigned width, height;
@@ -245,9 +248,15 @@ static void count_image_data(png_structp png, PngRead *r, size_t n) {
     if (r->idat_max && r->idat > r->idat_max) png_error(png, "more compressed image data than the image holds");
 }
 
-static void png_read_mem(png_structp png, png_bytep out, size_t n) {
+/* libpng's input, from memory or from the file: only what it asks for is read (not, say, a
+ * gigabyte after the image's end). */
+static void png_read_input(png_structp png, png_bytep out, size_t n) {
     PngRead *r = png_get_io_ptr(png);
     count_image_data(png, r, n);
+    if (r->f) {
+        if (fread(out, 1, n, r->f) != n) png_error(png, ferror(r->f) ? "read error" : "truncated file");
+        return;
+    }
     if (n > r->len - r->pos) png_error(png, "truncated file");
     memcpy(out, r->data + r->pos, n);
     r->pos += n;
@@ -267,7 +276,7 @@ static int png_decode(PngRead *r, unsigned want_w, unsigned want_h) {
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
     }
-    png_set_read_fn(png, r, png_read_mem);
+    png_set_read_fn(png, r, png_read_input);
     /* Skip every ancillary chunk but tRNS unread: libpng buffers a text or palette chunk
      * whole before checking it, so a 60-byte file claiming a 1 GB sPLT made it malloc 1 GB. */
     static const png_byte skip[] = "bKGD\0cHRM\0eXIf\0gAMA\0hIST\0iCCP\0iTXt\0oFFs\0pCAL\0pHYs\0"
@@ -305,13 +314,46 @@ static int png_decode(PngRead *r, unsigned want_w, unsigned want_h) {
     return 0;
 }
 
+/* Decode r (its signature checked) as exactly h x w x ch into img; a message naming path. */
+static int decode(PngRead *r, const char *path, unsigned char *img, int h, int w, int ch, Err *e) {
+    int rc = png_decode(r, (unsigned)w, (unsigned)h);
+    if (rc == 0) {
+        /* alpha composited on black (MNIST-style background); gray as luminance with the ITU-R
+         * 601 weights in 16-bit fixed point, as PIL's convert("L") does: exact for gray input */
+        for (size_t i = 0, n = (size_t)w * h; i < n; i++) {
+            const unsigned char *p = r->rgba + 4 * i;
+            unsigned a = p[3], c[3];
+            for (int k = 0; k < 3; k++) c[k] = (p[k] * a + 127) / 255;
+            if (ch == 1) img[i] = (unsigned char)((c[0] * 19595 + c[1] * 38470 + c[2] * 7471 + 0x8000) >> 16);
+            else for (int k = 0; k < 3; k++) img[3 * i + k] = (unsigned char)c[k];
+        }
+    }
+    free(r->rgba);
+    free(r->rows);
+    if (rc < 0) return err_set(e, "%s: corrupt PNG: %s", path, r->msg);
+    if (rc > 0)
+        return err_set(e, "%s: image is %ux%u, the model needs %dx%d", path, r->width, r->height, w, h);
+    return 0;
+}
+
 int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e) {
     if (ch != 1 && ch != 3) return err_set(e, "%s: cannot read as %d channels", path, ch);
-    size_t len;
-    unsigned char *data = read_file(path, &len, e);
-    if (!data) return -1;
-    int rc = image_decode_png(data, len, path, img, h, w, ch, e);
-    free(data);
+    int fd = open_regular(path, e);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return err_set(e, "%s: %s", path, strerror(errno));
+    }
+    unsigned char sig[8];
+    int rc;
+    if (fread(sig, 1, sizeof sig, f) != sizeof sig || png_sig_cmp(sig, 0, 8) || fseek(f, 0, SEEK_SET))
+        rc = err_set(e, "%s: not a PNG file", path);
+    else {
+        PngRead r = {.f = f};
+        rc = decode(&r, path, img, h, w, ch, e);
+    }
+    fclose(f);
     return rc;
 }
 
@@ -320,22 +362,5 @@ int image_decode_png(const unsigned char *data, size_t len, const char *path, un
     if (ch != 1 && ch != 3) return err_set(e, "%s: cannot read as %d channels", path, ch);
     if (len < 8 || png_sig_cmp(data, 0, 8)) return err_set(e, "%s: not a PNG file", path);
     PngRead r = {.data = data, .len = len};
-    int rc = png_decode(&r, (unsigned)w, (unsigned)h);
-    if (rc == 0) {
-        /* alpha composited on black (MNIST-style background); gray as luminance with the ITU-R
-         * 601 weights in 16-bit fixed point, as PIL's convert("L") does: exact for gray input */
-        for (size_t i = 0, n = (size_t)w * h; i < n; i++) {
-            const unsigned char *p = r.rgba + 4 * i;
-            unsigned a = p[3], c[3];
-            for (int k = 0; k < 3; k++) c[k] = (p[k] * a + 127) / 255;
-            if (ch == 1) img[i] = (unsigned char)((c[0] * 19595 + c[1] * 38470 + c[2] * 7471 + 0x8000) >> 16);
-            else for (int k = 0; k < 3; k++) img[3 * i + k] = (unsigned char)c[k];
-        }
-    }
-    free(r.rgba);
-    free(r.rows);
-    if (rc < 0) return err_set(e, "%s: corrupt PNG: %s", path, r.msg);
-    if (rc > 0)
-        return err_set(e, "%s: image is %ux%u, the model needs %dx%d", path, r.width, r.height, w, h);
-    return 0;
+    return decode(&r, path, img, h, w, ch, e);
 }

@@ -31,7 +31,9 @@ int image_stage_tiles(OutputGroup *g, const char *outdir, const unsigned char *i
 /* Grid geometry (for tests and callers). */
 void image_grid_size(int n, int h, int w, int cols, int *out_h, int *out_w);
 /* Read a PNG as exactly h x w x ch (ch 1 or 3; converts gray<->RGB, 16->8 bit);
- * alpha is composited onto black; a clear error for a corrupt file or a size mismatch. */
+ * alpha is composited onto black; a clear error for a corrupt file or a size mismatch. The
+ * file is read as the decoder goes, up to its end chunk: nothing after it, and not at all
+ * past a header of another size. */
 int image_read_png(const char *path, unsigned char *img, int h, int w, int ch, Err *e);
 /* The same from a PNG already in memory (fuzzing); path names it in error messages. */
 int image_decode_png(const unsigned char *data, size_t len, const char *path, unsigned char *img,

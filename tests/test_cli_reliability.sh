@@ -154,6 +154,34 @@ edit_model $M "$T/gap.bin" 'data += b"\0" * 8'
 expect 1 "bytes after the last tensor" $L info --model "$T/gap.bin"
 contains "trailing bytes: says so" "8 bytes after the last tensor"
 
+# files of a gigabyte (sparse): only what is needed is read, the header first. A model whose
+# header is wrong, the listing of lingen models, a PNG with a gigabyte after its end.
+# peak_mb CMD...: run CMD (its output in $T/out); prints its exit code and peak resident MB
+peak_mb() {
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1], "w"), stderr=subprocess.STDOUT)
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$T/out" "$@"
+}
+mkdir "$T/gb"
+edit_model $M "$T/gb/big.bin" '
+h["pad"] = {"dtype": "F32", "shape": [1 << 28], "data_offsets": [len(data), len(data) + (1 << 30)]}'
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gb/big.bin"
+edit_model $M "$T/gbbad.bin" '
+h["pad"] = {"dtype": "F32", "shape": [1 << 28], "data_offsets": [len(data), len(data) + (1 << 30)]}
+h["__metadata__"].update(height="1024", width="1024")'
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gbbad.bin"
+read rc mb <<< "$(peak_mb $L info --model "$T/gbbad.bin")"
+[ "$rc" = 1 ] && [ "$mb" -lt 200 ] && ok "a 1 GB model with a wrong header: refused in $mb MB" || bad "a 1 GB model, wrong header: exit $rc, $mb MB"
+contains "a 1 GB model with a wrong header: says why" "gbbad.bin: metadata: height = '1024' is out of range"
+read rc mb <<< "$(peak_mb env LINGEN_MODELS="$T/gb" $L models)"
+[ "$rc" = 0 ] && [ "$mb" -lt 200 ] && ok "models with a 1 GB file: $mb MB" || bad "models with a 1 GB file: exit $rc, $mb MB"
+contains "models with a 1 GB file: listed, its size" "^big  *mnist  *linear .* 1073\.8 MB"
+$L sample --threads 1 --model $M -n 1 -o "$T/gb/grid.png" --outdir "$T/gb" > /dev/null
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gb/sample_00000.png"
+read rc mb <<< "$(peak_mb $L complete --threads 1 --model $M --samples 1 -o "$T/gb/c.png" "$T/gb/sample_00000.png")"
+[ "$rc" = 0 ] && [ "$mb" -lt 200 ] && ok "complete with a PNG and 1 GB after it: $mb MB" || bad "complete, a PNG and 1 GB: exit $rc, $mb MB"
+rm -rf "$T/gb" "$T/gbbad.bin"
+
 # a header of 1,024 layers and 400,000 empty tensors listed first: refused in time linear in its
 # size (a lookup of every weight through all the names took half a minute)
 python3 - "$T/many.bin" <<'PY'

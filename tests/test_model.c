@@ -820,6 +820,51 @@ static void test_container(void **state) {
     assert_null(st.buf);
 }
 
+/* A file read header first: the header alone holds every tensor's place and none of its data;
+ * the data read after it is the file's; a file that changed size in between is refused. */
+static void test_header_first(void **state) {
+    (void)state;
+    size_t len;
+    unsigned char *file = slurp(FIXTURE("tiny-linear-mnist.bin"), &len);
+    const char *path = tmp_path("two-steps.bin");
+    spit(path, file, len);
+    SafeTensors st, all;
+    Err e;
+    if (st_open_header(&st, path, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(st.len, len);
+    assert_true(st.n > 20);
+    for (int i = 0; i < st.n; i++) assert_null(st.t[i].data);
+    assert_string_equal(st_meta(&st, "format"), "lingen");
+    if (st_read_data(&st, path, &e)) fail_msg("%s", e.msg);
+    if (st_parse(&all, file, len, "mem", &e)) fail_msg("%s", e.msg);   /* takes file */
+    assert_int_equal(st.n, all.n);
+    for (int i = 0; i < st.n; i++) {
+        assert_string_equal(st.t[i].name, all.t[i].name);
+        assert_int_equal(st.t[i].nbytes, all.t[i].nbytes);
+        assert_memory_equal(st.t[i].data, all.t[i].data, st.t[i].nbytes);
+    }
+    st_close(&st);
+    st_close(&all);
+    /* shorter, then longer, between the two reads */
+    file = slurp(FIXTURE("tiny-linear-mnist.bin"), &len);
+    for (int grow = 0; grow < 2; grow++) {
+        spit(path, file, len);
+        if (st_open_header(&st, path, &e)) fail_msg("%s", e.msg);
+        if (grow) {
+            FILE *f = fopen(path, "ab");
+            fputs("more", f);
+            fclose(f);
+        } else {
+            assert_int_equal(truncate(path, (off_t)len - 4), 0);
+        }
+        assert_int_not_equal(st_read_data(&st, path, &e), 0);
+        assert_non_null(strstr(e.msg, grow ? "longer than when it was opened" : "shorter than when it was opened"));
+        st_close(&st);
+    }
+    free(file);
+    unlink(path);
+}
+
 static void test_state_bytes(void **state) {
     (void)state;
     Config c = {.attention = ATTN_LINEAR, .n_layers = 8, .n_heads = 8, .d_head = 32, .d = 256};
@@ -844,6 +889,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_values),
         cmocka_unit_test(test_to_f32_dtypes),
         cmocka_unit_test(test_container),
+        cmocka_unit_test(test_header_first),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_unedited_copy_loads),
         cmocka_unit_test(test_utf8_metadata_loads),
