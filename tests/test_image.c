@@ -340,7 +340,7 @@ static void put_chunk(unsigned char *out, size_t *n, const char *type, const uns
     unsigned char *c = out + *n;
     for (int i = 0; i < 4; i++) c[i] = (unsigned char)(len >> (24 - 8 * i));
     memcpy(c + 4, type, 4);
-    memcpy(c + 8, data, len);
+    if (len) memcpy(c + 8, data, len);   /* IEND has no data (NULL) */
     uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), c + 4, (uInt)(4 + len));
     for (int i = 0; i < 4; i++) c[8 + len + i] = (unsigned char)(crc >> (24 - 8 * i));
     *n += 12 + len;
