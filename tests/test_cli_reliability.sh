@@ -270,11 +270,11 @@ expect 1 "a dataset file that is a FIFO" timeout 20 $L eval bits-per-dim --threa
 contains "dataset FIFO: not a regular file" "t10k-images-idx3-ubyte: not a regular file"
 
 # ---------------------------------------------------------------- compare
-# started_child PID [NOT]: wait (up to 20 s) until PID has forked a child (other than NOT); its pid
-# in $child
+# started_child PID [NOT]: wait (up to 2 minutes: a sanitizer build's sgemm is slow) until PID has
+# forked a child (other than NOT); its pid in $child
 started_child() {
   child=
-  for _ in $(seq 2000); do
+  for _ in $(seq 12000); do
     child=$(pgrep -P "$1" | grep -vx "${2:-0}" | head -1)
     [ -n "$child" ] && return 0
     sleep 0.01
