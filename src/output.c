@@ -143,6 +143,13 @@ static int may_replace(const char *path, const char *dest, const struct stat *st
     return 0;
 }
 
+/* The file open on fd given st's owner and group where the runner may: root both, another user
+ * the group alone when it is one of theirs. */
+static void keep_owner(int fd, const struct stat *st) {
+    if (fchown(fd, st->st_uid, st->st_gid) != 0 && fchown(fd, (uid_t)-1, st->st_gid) != 0)
+        return;   /* neither allowed: the runner's, as a new file would be */
+}
+
 static void free_names(AtomicFile *a) {
     free(a->path);
     free(a->dest);
@@ -188,13 +195,9 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
             return -1;
         }
         free(dir);
-        /* the old file's owner and group, where the runner may give them (root: both; others:
-         * a group they are in), then its mode; a new file gets mkstemp's 0600 widened to the
-         * usual mode */
-        if (exists && (st.st_uid != geteuid() || st.st_gid != getegid()) && fchown(fd, st.st_uid, st.st_gid) != 0 &&
-            fchown(fd, (uid_t)-1, st.st_gid) != 0) {
-            /* kept as the runner's: not allowed to give it away */
-        }
+        /* the old file's owner and group, then its mode (a change of owner clears setuid bits);
+         * a new file gets mkstemp's 0600 widened to the usual mode */
+        if (exists && (st.st_uid != geteuid() || st.st_gid != getegid())) keep_owner(fd, &st);
         mode_t um = umask(0);
         umask(um);
         fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~um);
@@ -263,7 +266,8 @@ static int stale_temp(const char *path, const char *name) {
     long pid;
     int end = 0;
     if (sscanf(name, TMP_PREFIX "%8x-%ld-%*6[A-Za-z0-9]%n", &host, &pid, &end) != 2 || end == 0 || name[end] ||
-        host != host_hash() || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        host != host_hash() || pid <= 0 || pid > INT_MAX || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
+        errno != ESRCH)
         return 0;
     struct stat st;
     return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
