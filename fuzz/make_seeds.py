@@ -62,7 +62,10 @@ def models():
     h, data = json.loads(seed[8:8 + n]), bytearray(seed[8 + n:])
 
     def edited(name, header, body):
-        hb = json.dumps(header).encode()
+        edited_text(name, json.dumps(header), body)
+
+    def edited_text(name, text, body):
+        hb = text.encode()
         hb += b" " * (-len(hb) % 8)
         out("model", name, struct.pack("<Q", len(hb)) + hb + bytes(body))
 
@@ -88,6 +91,13 @@ def models():
     four = json.loads(json.dumps(h))
     four["__metadata__"]["channels"] = "4"
     edited("channels-4.bin", four, data)
+    # empty tensors that no config wants, listed before the weights
+    extra = {"x%d" % i: {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(3)}
+    edited("extra-tensors-first.bin", dict(extra, **h), data)
+    # a key twice in one tensor entry: the valid shape first (cJSON keeps it), Python's json the last
+    text = json.dumps(h)
+    end = text.index("}", text.index('"head.bias": {'))
+    edited_text("shape-twice.bin", text[:end] + ', "shape": [1, 3]' + text[end:], data)
 
 
 # ---------------------------------------------------------------- MNIST and CIFAR-10
@@ -136,8 +146,9 @@ def pack_row(samples, depth):
 ADAM7 = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
 
 
-def png(w, h, color, depth, pixel, interlace=False, extra=b""):
-    """A PNG by hand (PIL writes neither 16-bit RGB nor interlaced files): pixel(x, y) -> samples."""
+def png(w, h, color, depth, pixel, interlace=False, extra=b"", tail=b""):
+    """A PNG by hand (PIL writes neither 16-bit RGB nor interlaced files): pixel(x, y) -> samples.
+    tail: bytes more in the zlib stream, after the rows."""
     raw = b""
     passes = ADAM7 if interlace else [(0, 0, 1, 1)]
     for x0, y0, dx, dy in passes:
@@ -145,7 +156,7 @@ def png(w, h, color, depth, pixel, interlace=False, extra=b""):
         if len(xs) and len(ys):
             raw += b"".join(pack_row([s for x in xs for s in pixel(x, y)], depth) for y in ys)
     ihdr = struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, int(interlace))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra + chunk(b"IDAT", zlib.compress(raw, 9))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra + chunk(b"IDAT", zlib.compress(raw + tail, 9))
             + chunk(b"IEND", b""))
 
 
@@ -166,6 +177,8 @@ def pngs():
     out("png", "gray8-trns-gamma-4x4.png", png(4, 4, 0, 8, lambda x, y: [f(x, y)],
                                               extra=chunk(b"gAMA", struct.pack(">I", 45455)) +
                                               chunk(b"tRNS", struct.pack(">H", 0))))
+    # a decompression bomb in small: 4x4 pixels, then 1 MB more in the same stream
+    out("png", "gray8-4x4-1mb-more.png", png(4, 4, 0, 8, lambda x, y: [f(x, y)], tail=bytes(1 << 20)))
     # one written by PIL, as a user's editor would: palette mode with its own chunk layout
     im = Image.new("P", (6, 6))
     im.putpalette(bytes(range(48)))

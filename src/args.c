@@ -24,12 +24,18 @@ static void args_usage(const Opt *opts, int n_opts, const char *cmd, const char 
 
 /* "-n must be between 1 and 1000000, not '0'": opt is the option as typed (-n, --n or --batch). */
 static int set_value(const Opt *o, const char *opt, const char *v, const char *cmd) {
-    if (o->kind == OPT_STR) { *(const char **)o->dst = v; return 0; }
+    if (o->kind == OPT_STR) {   /* no name or word is empty: a variable left unset in a script */
+        if (!*v) { fprintf(stderr, "lingen %s: %s needs a value, not an empty one\n", cmd, opt); return 2; }
+        *(const char **)o->dst = v;
+        return 0;
+    }
     char *end;
     errno = 0;
+    /* digits as written: strtol and strtod would also take leading spaces and a '+' */
+    int plain = v[0] == '-' || v[0] == '.' || (v[0] >= '0' && v[0] <= '9');
     if (o->kind == OPT_INT) {
         long x = strtol(v, &end, 10);
-        if (errno || *end || end == v || x < o->min || x > o->max) {
+        if (!plain || errno || *end || end == v || x < o->min || x > o->max) {
             if (o->max == LONG_MAX)
                 fprintf(stderr, "lingen %s: %s must be an integer of at least %ld, not '%s'\n", cmd, opt, o->min, v);
             else
@@ -39,7 +45,7 @@ static int set_value(const Opt *o, const char *opt, const char *v, const char *c
         *(long *)o->dst = x;
     } else {
         double x = strtod(v, &end);
-        if (errno || *end || end == v || !isfinite(x)) {
+        if (!plain || errno || *end || end == v || !isfinite(x)) {
             fprintf(stderr, "lingen %s: %s must be a finite number, not '%s'\n", cmd, opt, v);
             return 2;
         }
@@ -93,6 +99,10 @@ static void unknown_option(const char *a, const Opt *opts, int n_opts, const cha
 }
 
 static int add_pos(const char *a, const char *cmd, const char **pos, int max_pos, int *n_pos) {
+    if (!*a) {   /* no file or word is empty: a variable left unset in a script */
+        fprintf(stderr, "lingen %s: an argument is empty (see lingen %s --help)\n", cmd, cmd);
+        return 2;
+    }
     if (!n_pos || *n_pos >= max_pos) {
         fprintf(stderr, "lingen %s: unexpected argument '%s' (see lingen %s --help)\n", cmd, a, cmd);
         return 2;

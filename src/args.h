@@ -1,6 +1,6 @@
 /* Command-line options, shared by every subcommand: --name VALUE, --name=VALUE, -x VALUE, -xVALUE,
  * --help. Errors are usage errors (exit code 2): "-n must be between 1 and 1000000, not '0'",
- * "unknown option '--modle': did you mean '--model'?". */
+ * "unknown option '--modle': did you mean '--model'?", an empty value or argument. */
 #ifndef LINGEN_ARGS_H
 #define LINGEN_ARGS_H
 

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "device.h"
 #include "modelpath.h"
+#include "output.h"
 #include "plan.h"
 #include "reslimits.h"
 #include "settings.h"
@@ -20,6 +21,11 @@
 
 int cli_check_image_name(const char *cmd, const char *opt, const char *path, const char *ext, const char *kind) {
     size_t n = strlen(path), k = strlen(ext);
+    if (n > 1 && path[n - 1] == '/') {
+        fprintf(stderr, "lingen %s: %s %s: a name ending in '/' is a directory's; give a file name ending in %s\n", cmd,
+                opt, path, ext);
+        return 2;
+    }
     if (!strcmp(path, "-") || (n > k && !strcasecmp(path + n - k, ext))) return 0;
     /* an existing device, FIFO or directory is not a file name to judge: the output check says
      * what it is (a device or FIFO is written directly, a directory refused) */
@@ -31,6 +37,13 @@ int cli_check_image_name(const char *cmd, const char *opt, const char *path, con
 }
 
 int cli_check_png_name(const char *cmd, const char *path) { return cli_check_image_name(cmd, "-o", path, ".png", "PNG"); }
+
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b, const char *b) {
+    if (!a || !b || !output_same(a, b)) return 0;
+    fprintf(stderr, "lingen %s: %s %s and %s %s are one file: the second would replace the first\n", cmd, opt_a, a,
+            opt_b, b);
+    return 2;
+}
 
 int cli_load_model(Model *m, const char *path) {
     Err e;
@@ -53,6 +66,8 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
         fprintf(stderr, "lingen: %s\n", e.msg);
         return -1;
     }
+    if (limit > ds->n && shard_rank() == 0)   /* not silently fewer than asked for */
+        fprintf(stderr, "lingen: --limit %d: the %s split has %d images; all of them are used\n", limit, split, ds->n);
     if (ds->height * ds->width * ds->channels != c->seq_len) {
         fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
                 ds->height, ds->width, ds->channels, model_path, c->height, c->width, c->channels);

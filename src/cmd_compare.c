@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,12 +40,63 @@ typedef struct {
     int n_lat;
 } Report;
 
+/* A model file as the parent found it: which file (device, inode), its size and modification
+ * time, and the configuration the parent checked. A measuring process reloads the file by path
+ * and must find all of these unchanged: its buffers are sized for that configuration. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    Config cfg;
+} ModelId;
+
+/* The identity of the file at path (cfg untouched); -1 when it cannot be stat()ed. */
+static int file_id(const char *path, ModelId *id) {
+    struct stat st;
+    if (stat(path, &st)) return -1;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    id->size = st.st_size;
+    id->mtime = st.st_mtim;
+    return 0;
+}
+
+static int same_file(const ModelId *a, const ModelId *b) {
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Load path into m and note in id what was loaded; prints the problem and returns -1 on failure,
+ * also when the file changed while it was read. */
+static int load_noted(Model *m, const char *path, ModelId *id) {
+    int before = file_id(path, id);
+    if (cli_load_model(m, path)) return -1;
+    ModelId after;
+    if (before || file_id(path, &after) || !same_file(id, &after)) {
+        fprintf(stderr, "lingen: %s: the file changed while it was read\n", path);
+        model_free(m);
+        return -1;
+    }
+    id->cfg = m->cfg;
+    return 0;
+}
+
+/* In a measuring process: is the model it loaded from path the one the parent checked? (The
+ * configurations compare whole: both were zeroed before they were filled.) */
+static int same_model(const char *path, const ModelId *id, const Model *m, Err *e) {
+    ModelId now;
+    if (file_id(path, &now) == 0 && same_file(id, &now) && !memcmp(&m->cfg, &id->cfg, sizeof m->cfg)) return 0;
+    return err_set(e, "%s: the file changed while compare ran: not the model checked at the start", path);
+}
+
 /* A measurement, run in a child with its model loaded; fills r and, for a speed, the latencies. */
 typedef struct Job Job;
 typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e);
 struct Job {
     JobFn *run;
     const char *model;              /* loaded in the child; NULL: none */
+    const ModelId *id;              /* what the child must find there */
     const char *what;               /* progress label */
     const unsigned char *imgs;      /* test images [n_imgs][N] */
     int n_imgs, n, batch;
@@ -167,12 +221,15 @@ static int read_all(int fd, void *buf, size_t n) {
 }
 
 /* The child's side: load the model, run the job, send the report. Never returns. */
-static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
+static void child(const Job *j, int fd, int *pos, double *sec, double *rss, pid_t parent) {
+    /* ended with the parent: a SIGTERM to compare must not leave a measurement running */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(EXIT_FAIL);
     Report r = {0};
     Err e = {""};
     Model m;
     int loaded = j->model && device_model_load(&m, j->model, &e) == 0;
-    if ((j->model && !loaded) || j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
+    if ((j->model && (!loaded || same_model(j->model, j->id, &m, &e))) ||
+        j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
         r.n_lat = 0;
         snprintf(r.msg, sizeof r.msg, "%s", e.msg);
@@ -184,24 +241,25 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss) {
     _exit(bad ? EXIT_FAIL : EXIT_OK);
 }
 
-/* Run j in a forked child; pos, sec and rss (capacity N) receive its latencies and memory. */
-static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss) {
+/* Run j in a forked child; pos, sec and rss (capacity cap) receive its latencies and memory. A
+ * report of more latencies than that is refused unread. */
+static int run_job(const Job *j, Report *r, int *pos, double *sec, double *rss, int cap) {
     int fd[2];
     if (pipe(fd)) { fprintf(stderr, "lingen: pipe: %s\n", strerror(errno)); return -1; }
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) { fprintf(stderr, "lingen: fork: %s\n", strerror(errno)); close(fd[0]); close(fd[1]); return -1; }
-    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss); }
+    if (pid == 0) { close(fd[0]); child(j, fd[1], pos, sec, rss, parent); }
     close(fd[1]);
-    int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
+    int bad = read_all(fd[0], r, sizeof *r) || r->n_lat < 0 || r->n_lat > cap || read_all(fd[0], pos, r->n_lat * sizeof *pos) ||
               read_all(fd[0], sec, r->n_lat * sizeof *sec) || read_all(fd[0], rss, r->n_lat * sizeof *rss);
     close(fd[0]);
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     if (bad && WIFSIGNALED(status)) fprintf(stderr, "lingen: %s: the measuring process died (signal %d)\n", j->what, WTERMSIG(status));
     else if (bad) fprintf(stderr, "lingen: %s: the measuring process sent no result\n", j->what);
-    else if (r->failed) fprintf(stderr, "lingen: %s: %s\n", j->what, r->msg);
+    else if (r->failed) fprintf(stderr, "lingen: %s: %.*s\n", j->what, (int)sizeof r->msg - 1, r->msg);
     return bad || r->failed ? -1 : 0;
 }
 
@@ -237,6 +295,7 @@ int cmd_compare(int argc, char **argv) {
     long n = 0, batch = 0, limit = 0, threads = 0;
     int softmax = 0;
     const char *device = "cpu", *precision = NULL;
+    int force = 0;
     Opt opts[] = {
         {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
         {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
@@ -250,6 +309,7 @@ int cmd_compare(int argc, char **argv) {
         OPT_PRECISION(precision),
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
                        "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
@@ -259,6 +319,7 @@ int cmd_compare(int argc, char **argv) {
                        "sample of positions and extrapolated. Every row runs in its own process.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
     if (cli_precision("compare", precision)) return 2;
     if ((r = device_option(device, "compare", 0))) return r;
@@ -276,7 +337,8 @@ int cmd_compare(int argc, char **argv) {
     if (json && jsonout_prepare(json)) return 1;   /* fail before minutes of measuring, not after */
     Model lm = {0}, sm = {0};
     Dataset ds = {0};
-    int ok = cli_load_model(&lm, lin_path) == 0 && cli_load_model(&sm, soft_path) == 0 &&
+    ModelId lin_id, soft_id;
+    int ok = load_noted(&lm, lin_path, &lin_id) == 0 && load_noted(&sm, soft_path, &soft_id) == 0 &&
              check_pair(&lm, lin_path, &sm, soft_path, dataset) == 0;
     int big = lm.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
     if (!n) n = big ? 4 : 16;
@@ -285,7 +347,7 @@ int cmd_compare(int argc, char **argv) {
     if (!limit) limit = big ? 20 : 100;
     ok = ok && cli_load_dataset(&ds, &lm, lin_path, data, "test", (int)limit) == 0 && check_memory(&sm, soft_path, batch) == 0;
     Config lc = lm.cfg, sc = sm.cfg;
-    model_free(&lm);   /* each measuring process loads its own copy */
+    model_free(&lm);   /* each measuring process loads its own copy, checked to be this one */
     model_free(&sm);
     if (!ok) { dataset_free(&ds); return 1; }
     cli_set_threads(threads);
@@ -299,14 +361,14 @@ int cmd_compare(int argc, char **argv) {
     c.rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(&sc, 1, N);
     c.rows[ROW_LINEAR_RECOMPUTE].memory_bytes = runstate_bytes(&lc, 1, N);
     enum { SGEMM, SPEED, BITS };   /* what a job's report gives */
-    const struct { JobFn *run; const char *model, *what; int gives, row; } plan[] = {
-        {job_sgemm, NULL, "sgemm", SGEMM, -1},
-        {job_generate, lin_path, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
-        {job_generate, soft_path, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
-        {job_recompute, soft_path, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
-        {job_recompute, lin_path, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
-        {job_bits, lin_path, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
-        {job_bits, soft_path, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
+    const struct { JobFn *run; const char *model; const ModelId *id; const char *what; int gives, row; } plan[] = {
+        {job_sgemm, NULL, NULL, "sgemm", SGEMM, -1},
+        {job_generate, lin_path, &lin_id, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
+        {job_generate, soft_path, &soft_id, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
+        {job_recompute, soft_path, &soft_id, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
+        {job_recompute, lin_path, &lin_id, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
+        {job_bits, lin_path, &lin_id, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
+        {job_bits, soft_path, &soft_id, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
     };
     for (int i = 0; i < N_ROWS; i++) {
         c.rows[i].lat_pos = xcalloc(N, sizeof(int));
@@ -319,12 +381,12 @@ int cmd_compare(int argc, char **argv) {
     for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
         /* the sgemm ceiling is the CPU's: a GPU run has none to set beside it */
         if (plan[i].gives == SGEMM && c.gpu) continue;
-        Job j = {plan[i].run, plan[i].model, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
+        Job j = {plan[i].run, plan[i].model, plan[i].id, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
         CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
         int speed = plan[i].gives == SPEED;
         Report rep;
         if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec,
-                    speed && w->lat_rss ? w->lat_rss : no_rss)) rc = 1;
+                    speed && w->lat_rss ? w->lat_rss : no_rss, N)) rc = 1;
         else if (plan[i].gives == SGEMM) c.sgemm_gflops = rep.value;
         else if (speed) {
             w->images_per_s = rep.value;

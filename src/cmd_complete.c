@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "device.h"
 #include "complete.h"
 #include "image.h"
@@ -49,6 +50,7 @@ int cmd_complete(int argc, char **argv) {
     long rows = 0, K = 4, seed = 1, batch = 0, threads = 0;
     double temperature = 1;
     const char *device = "cpu", *precision = NULL;
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -63,6 +65,7 @@ int cmd_complete(int argc, char **argv) {
         OPT_DEVICE(device),
         OPT_PRECISION(precision),
         {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;
@@ -75,6 +78,7 @@ int cmd_complete(int argc, char **argv) {
                        files, argc, &n_files);
     if (!r && cli_check_png_name("complete", out)) r = 2;
     if (r) { free(files); return r < 0 ? 0 : r; }
+    output_set_force(force);
     if (cli_check_temperature("complete", temperature, device)) { free(files); return 2; }
     if (cli_precision("complete", precision)) { free(files); return 2; }
     if ((r = device_option(device, "complete", 1))) { free(files); return r; }
@@ -95,7 +99,7 @@ int cmd_complete(int argc, char **argv) {
         return 2;
     }
     Err e;
-    if (image_check_outputs(out, NULL, c->channels, &e)) {   /* before the work, not after */
+    if (image_check_outputs(out, NULL, 0, 0, c->channels, &e)) {   /* before the work, not after */
         fprintf(stderr, "lingen: %s\n", e.msg);
         free(files);
         model_free(&m);
@@ -108,6 +112,12 @@ int cmd_complete(int argc, char **argv) {
     int rc = load_inputs(&m, path, data, index, files, n_files, &inputs, &n);
     free(files);
     if (rc) { model_free(&m); return rc; }
+    if (image_check_grid(out, n * ((int)K + 2), c->height, c->width, c->channels, (int)K + 2, &e)) {
+        fprintf(stderr, "lingen: %s\n", e.msg);
+        free(inputs);
+        model_free(&m);
+        return 1;
+    }
     int total = n * (int)K;
     if (!batch) batch = total < 16 ? total : 16;   /* not sample's 64: the prefill holds B x P positions */
     if (batch > total) batch = total;

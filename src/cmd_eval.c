@@ -7,6 +7,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "device.h"
 #include "dataset.h"
 #include "evaluate.h"
@@ -30,6 +31,7 @@ int cmd_eval(int argc, char **argv) {
     long limit = 0, batch = 0, threads = 0;
     int ceiling = 0;
     const char *device = "cpu";
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
@@ -41,6 +43,7 @@ int cmd_eval(int argc, char **argv) {
         OPT_DEVICE(device),
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     const char *pos[1];
     int npos = 0;
@@ -50,6 +53,7 @@ int cmd_eval(int argc, char **argv) {
                        "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
                        pos, 1, &npos);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     if ((r = device_option(device, "eval", 1)) == EXIT_USAGE) return r;
     int device_rc = r;
     if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
@@ -118,9 +122,13 @@ int cmd_eval(int argc, char **argv) {
             printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
                    mean_given, c->seq_len - 1);
         }
-        printf("model        %s (%s attention, %s)\n", path, attn, c->dataset);
+        char *file = text_escape(path);   /* the file's name and text: no terminal escapes */
+        printf("model        %s (%s attention, %s)\n", file, attn, c->dataset);
+        free(file);
         const char *card = model_meta(&m, "test_bits_per_dim");
-        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
+        char *card_s = card ? text_escape(card) : NULL;
+        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card_s);
+        free(card_s);
         const PaperFigure *pf = paper_figure(c->dataset, c->attention);
         double paper = pf ? pf->bits_per_dim : 0;
         if (paper) printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", paper,

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "jsonout.h"
 #include "modelpath.h"
+#include "output.h"
 #include "transformer.h"
 
 /* --json: every figure the text prints, and all of the file's metadata. */
@@ -43,22 +44,27 @@ static cJSON *info_json(const Model *m, const char *path, size_t state_bytes, si
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *json = NULL;
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "info",
                        "Show a model's configuration, parameter count, and the bytes of memory per image:\n"
                        "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     if (json && jsonout_prepare(json)) return 1;
     char found[MODELPATH_LEN];
     Model m;
     if (cli_open_model(&m, &path, found)) return 1;
     const Config *c = &m.cfg;
     int N = c->seq_len;
-    printf("model        %s\n", path);
+    char *file = text_escape(path);   /* a file's name: no terminal escapes */
+    printf("model        %s\n", file);
+    free(file);
     printf("dataset      %s (%dx%dx%d, N = %d sub-pixels)\n", c->dataset, c->height, c->width, c->channels, N);
     printf("attention    %s\n", c->attention == ATTN_LINEAR ? "linear (phi = elu + 1)" : "softmax (scale 1/sqrt(D))");
     printf("layers       %d, %s-norm, %s\n", c->n_layers, c->pre_norm ? "pre" : "post", c->gelu ? "gelu" : "relu");

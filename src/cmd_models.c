@@ -24,8 +24,11 @@ int cmd_models(int argc, char **argv) {
     printf("searched, in order:\n");
     for (int i = 0; i < d.n; i++) {
         struct stat st;
-        printf("  %s (%s)%s\n", d.dir[i], d.why[i], stat(d.dir[i], &st) ? ": not there" : "");
+        char *dir = text_escape(d.dir[i]);   /* names and values are the files' text: no terminal escapes */
+        printf("  %s (%s)%s\n", dir, d.why[i], stat(d.dir[i], &st) ? ": not there" : "");
+        free(dir);
     }
+    modelpath_dirs_free(&d);
     ModelEntry *v;
     int n = modelpath_list(&v);
     if (n == 0) {
@@ -37,21 +40,33 @@ int cmd_models(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         SafeTensors st;
         Err e;
-        if (st_open(&st, v[i].path, &e)) {   /* listed all the same: --model NAME would pick it */
-            printf("%-16s (unreadable: %s)\n", v[i].name, e.msg);
-            continue;
+        char *name = text_escape(v[i].name), *file = text_escape(v[i].path);
+        if (st_open_header(&st, v[i].path, &e)) {   /* the header alone; listed all the same: --model NAME would pick it */
+            char *why = text_escape(e.msg);
+            printf("%-16s (unreadable: %s)\n", name, why);
+            free(why);
+        } else {
+            const char *dataset = st_meta(&st, "dataset"), *attn = st_meta(&st, "attention");
+            const char *bpd = st_meta(&st, "test_bits_per_dim"), *imgs = st_meta(&st, "test_images");
+            char bits[64], set[16], kind[16];
+            if (!bpd) snprintf(bits, sizeof bits, "-");
+            else if (imgs && strcmp(imgs, "10000")) snprintf(bits, sizeof bits, "%.10s (%.8s images)", bpd, imgs);
+            else snprintf(bits, sizeof bits, "%.10s", bpd);
+            snprintf(set, sizeof set, "%.8s", dataset ? dataset : "?");
+            snprintf(kind, sizeof kind, "%.9s", attn ? attn : "?");
+            char *bits_s = text_escape(bits), *set_s = text_escape(set), *kind_s = text_escape(kind);
+            printf("%-16s %-8s %-9s %-10s %6.1f MB  %s\n", name, set_s, kind_s, bits_s, st.len / 1e6, file);
+            free(bits_s);
+            free(set_s);
+            free(kind_s);
+            st_close(&st);
         }
-        const char *dataset = st_meta(&st, "dataset"), *attn = st_meta(&st, "attention");
-        const char *bpd = st_meta(&st, "test_bits_per_dim"), *imgs = st_meta(&st, "test_images");
-        char bits[64];
-        if (!bpd) snprintf(bits, sizeof bits, "-");
-        else if (imgs && strcmp(imgs, "10000")) snprintf(bits, sizeof bits, "%.10s (%.8s images)", bpd, imgs);
-        else snprintf(bits, sizeof bits, "%.10s", bpd);
-        printf("%-16s %-8.8s %-9.9s %-10s %6.1f MB  %s\n", v[i].name, dataset ? dataset : "?", attn ? attn : "?", bits,
-               st.len / 1e6, v[i].path);
-        st_close(&st);
+        free(name);
+        free(file);
     }
-    printf("\nuse one with --model NAME, e.g. lingen sample --model %s\n", v[0].name);
+    char *first = text_escape(v[0].name);
+    printf("\nuse one with --model NAME, e.g. lingen sample --model %s\n", first);
+    free(first);
     free(v);
     return 0;
 }

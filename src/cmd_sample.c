@@ -9,6 +9,7 @@
 #include "ceiling.h"
 #include "commands.h"
 #include "modelpath.h"
+#include "output.h"
 #include "device.h"
 #include "generate.h"
 #include "image.h"
@@ -52,6 +53,31 @@ static int write_images(const Config *c, const unsigned char *imgs, long total, 
         rc = EXIT_FAIL;
     }
     return shard_agree(rc);
+}
+
+/* Is path one of the n tiles that --outdir writes (outdir/sample_00000.png, ...)? */
+static int names_tile(const char *path, const char *outdir, long n) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (strncmp(base, "sample_", 7) || base[7] < '0' || base[7] > '9') return 0;
+    long k = strtol(base + 7, NULL, 10);
+    char name[64], tile[MODELPATH_LEN + 64];
+    snprintf(name, sizeof name, "sample_%05ld.png", k);   /* the tile's name exactly, zeros and all */
+    if (k >= n || strcmp(name, base) || snprintf(tile, sizeof tile, "%s/%s", outdir, name) >= (int)sizeof tile) return 0;
+    return output_same(path, tile);
+}
+
+/* -o, --outdir's tiles and --json: no two of them one file. Returns 0, or 2 after a usage message. */
+static int check_outputs_distinct(const char *out, const char *outdir, const char *json, const char *anim, long n) {
+    const char *names[3][2] = {{"-o", out}, {"--json", json}, {"--animate", anim}};
+    for (int i = 0; i < 3; i++)
+        for (int k = i + 1; k < 3; k++)
+            if (cli_check_distinct("sample", names[i][0], names[i][1], names[k][0], names[k][1])) return 2;
+    for (int i = 0; i < 3 && outdir; i++)
+        if (names[i][1] && names_tile(names[i][1], outdir, n)) {
+            fprintf(stderr, "lingen sample: %s %s is one of the images --outdir %s writes\n", names[i][0], names[i][1], outdir);
+            return 2;
+        }
+    return 0;
 }
 
 /* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
@@ -158,6 +184,7 @@ int cmd_sample(int argc, char **argv) {
     int ceiling = 0;
     const char *device = "cpu", *precision = NULL;
     Animation anim = {0};
+    int force = 0;
     Opt opts[] = {
         {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
         {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
@@ -174,6 +201,7 @@ int cmd_sample(int argc, char **argv) {
         {"frame-delay", 0, OPT_INT, &anim.delay_ms, "MS", "--animate: milliseconds a frame, a multiple of 10 (default 50); the last shows at least 2000", 20, 10000},
         {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
         {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
+        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
@@ -188,11 +216,13 @@ int cmd_sample(int argc, char **argv) {
                        "could exceed 64 MB. It is made from the finished images, on any device.",
                        NULL, 0, NULL);
     if (r) return r < 0 ? 0 : r;
+    output_set_force(force);
     if (cli_check_png_name("sample", out) || check_animation(&anim, out, json)) return 2;
     if (json && !strcmp(json, "-") && !strcmp(out, "-")) {
         fprintf(stderr, "lingen sample: --json - and -o - cannot both write to standard output\n");
         return 2;
     }
+    if (check_outputs_distinct(out, outdir, json, anim.path, n)) return 2;
     if (cli_check_temperature("sample", temperature, device)) return 2;
     if (cli_check_ceiling("sample", ceiling)) return 2;
     if (cli_precision("sample", precision)) return 2;
@@ -210,7 +240,8 @@ int cmd_sample(int argc, char **argv) {
     if (!batch) batch = rc ? 1 : default_batch(c);
     if (batch > n) batch = n;   /* generate() never runs more at once */
     Err e;
-    if (!rc && image_check_outputs(rank == 0 ? out : NULL, outdir, c->channels, &e)) {   /* before the work */
+    if (!rc && (image_check_outputs(rank == 0 ? out : NULL, outdir, first, count, c->channels, &e) ||   /* before the work */
+                (rank == 0 && image_check_grid(out, (int)n, c->height, c->width, c->channels, 0, &e)))) {
         fprintf(stderr, "lingen: %s\n", e.msg);
         rc = EXIT_FAIL;
     }

@@ -17,6 +17,9 @@ int cmd_version(int argc, char **argv);
 int cli_check_png_name(const char *cmd, const char *path);
 /* The same for option opt's file, images of a kind ("GIF") whose names end in ext (".gif"). */
 int cli_check_image_name(const char *cmd, const char *opt, const char *path, const char *ext, const char *kind);
+/* Two outputs (option opt_a's value a, opt_b's b; NULL: not given) that name one file, the
+ * second replacing the first: refused (2, after a usage message). */
+int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b, const char *b);
 /* --ceiling measures one process: refused (2, after a usage message) in a job of several ranks. */
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
@@ -38,6 +41,8 @@ void cli_set_threads(long threads);
 /* Before anything else: no idle OpenBLAS threads beside lingen's (cli.c). */
 void cli_stop_blas_threads(void);
 
+/* --force of every command that writes files (output.h: output_set_force). */
+#define FORCE_HELP "replace outputs that are read-only too (a file without write permission)"
 /* --temperature of sample and complete (dmol.h): checked against the range below; prints
  * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */
 #define TEMPERATURE_MIN 0.01

@@ -255,15 +255,16 @@ static int load_mnist(Dataset *d, const char *dir, const char *split, int limit,
     }
     if (skip_rest(gi, img_path, (n - want) * npix, "images", e)) goto out;
 
-    d->labels = read_block(gl, lab_path, want, &got, e);
+    /* every label, --limit or not (60,000 bytes at most): each one checked, the first `want` kept */
+    d->labels = read_block(gl, lab_path, n, &got, e);
     if (!d->labels) goto out;
-    if (got < want) {
-        err_set(e, "%s: truncated: expected %s%zu bytes of labels, got %zu (the header says %u labels)",
-                lab_path, want < n ? "at least " : "", 8 + want, 8 + got, (unsigned)n);
+    if (got < n) {
+        err_set(e, "%s: truncated: expected %zu bytes of labels, got %zu (the header says %u labels)", lab_path,
+                8 + (size_t)n, 8 + got, (unsigned)n);
         goto out;
     }
-    if (skip_rest(gl, lab_path, n - want, "labels", e)) goto out;
-    for (size_t i = 0; i < want; i++)
+    if (expect_end(gl, lab_path, "labels", e)) goto out;
+    for (size_t i = 0; i < n; i++)
         if (d->labels[i] > 9) { err_set(e, "%s: label %u of image %zu is not a digit 0..9", lab_path, d->labels[i], i); goto out; }
 
     d->n = (int)want;

@@ -1,6 +1,9 @@
 /* lingen: generate images pixel by pixel with linear transformers run as RNNs. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -26,7 +29,19 @@ static void usage(FILE *f) {
                "exit codes: 0 ok, 1 failure, 2 usage error, 130 interrupted\n");
 }
 
-int main(int argc, char **argv) {
+/* Standard input, output and error that were closed (lingen >&-) are opened on /dev/null, read
+ * only: a file lingen opens later never takes their numbers (a temporary PNG on descriptor 1
+ * would receive the printed report), and writes to them fail, as they would have. */
+static void hold_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int k = open("/dev/null", O_RDONLY);
+            if (k >= 0 && k != fd) { dup2(k, fd); close(k); }
+        }
+}
+
+/* The command named by argv[1], run; its exit code. */
+static int run(int argc, char **argv) {
     cli_stop_blas_threads();
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
@@ -48,4 +63,20 @@ int main(int argc, char **argv) {
         usage(stderr);
     }
     return 2;
+}
+
+/* A run that succeeded but could not write its standard output (a full disk, a closed
+ * descriptor) fails: its report is lost. Else rc as it was. */
+static int check_stdout(int rc) {
+    errno = 0;
+    int flush_failed = fflush(stdout) != 0, er = errno;
+    if ((!flush_failed && !ferror(stdout)) || rc) return rc;
+    if (flush_failed && er) fprintf(stderr, "lingen: standard output: write failed: %s\n", strerror(er));
+    else fprintf(stderr, "lingen: standard output: write failed\n");
+    return EXIT_FAIL;
+}
+
+int main(int argc, char **argv) {
+    hold_std_fds();
+    return check_stdout(run(argc, argv));
 }

@@ -279,39 +279,40 @@ static int load_weights(Model *m, const SafeTensors *st, const char *path, int k
     return rc;
 }
 
-/* model_load_buffer on a plan, keeping what keep asks for (model_load_with) */
-static int load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, const Plan *plan, int keep,
-                       Err *e) {
-    memset(m, 0, sizeof *m);
+/* A parsed file's config, then its weights on a plan, keeping what keep asks for (model_load_with);
+ * the data read only once the config is checked: a wrong file costs no more than its header.
+ * st closed. */
+static int load_parsed(Model *m, SafeTensors *st, const char *path, const Plan *plan, int keep, Err *e) {
     m->plan = plan ? *plan : plan_default();
-    SafeTensors st;
-    if (st_parse(&st, buf, len, path, e)) return -1;
-    int rc = parse_config(&m->cfg, &st, path, e);
-    if (!rc) rc = load_weights(m, &st, path, keep, e);
+    int rc = parse_config(&m->cfg, st, path, e);
+    if (!rc) rc = st_read_data(st, path, e);
+    if (!rc) rc = load_weights(m, st, path, keep, e);
     if (!rc) {   /* keep the metadata (provenance for `lingen info`); the file buffer goes */
-        m->n_meta = st.n_meta;
-        m->meta_keys = st.meta_keys;
-        m->meta_vals = st.meta_vals;
-        st.n_meta = 0;
-        st.meta_keys = st.meta_vals = NULL;
+        m->n_meta = st->n_meta;
+        m->meta_keys = st->meta_keys;
+        m->meta_vals = st->meta_vals;
+        st->n_meta = 0;
+        st->meta_keys = st->meta_vals = NULL;
     }
-    st_close(&st);
+    st_close(st);
     if (rc) model_free(m);
     return rc;
 }
 
 int model_load_with(Model *m, const char *path, const Plan *plan, int keep, Err *e) {
     memset(m, 0, sizeof *m);
-    size_t len;
-    unsigned char *buf = read_file(path, &len, e);
-    if (!buf) return -1;
-    return load_buffer(m, buf, len, path, plan, keep, e);
+    SafeTensors st;
+    if (st_open_header(&st, path, e)) return -1;
+    return load_parsed(m, &st, path, plan, keep, e);
 }
 
 int model_load(Model *m, const char *path, Err *e) { return model_load_with(m, path, NULL, 0, e); }
 
 int model_load_buffer(Model *m, unsigned char *buf, size_t len, const char *path, Err *e) {
-    return load_buffer(m, buf, len, path, NULL, 0, e);
+    memset(m, 0, sizeof *m);
+    SafeTensors st;
+    if (st_parse(&st, buf, len, path, e)) return -1;
+    return load_parsed(m, &st, path, NULL, 0, e);
 }
 
 void model_free(Model *m) {

@@ -14,15 +14,29 @@
 #include "util.h"
 
 static void add_dir(ModelDirs *d, const char *dir, const char *why) {
-    if (!*dir || d->n == MODELPATH_MAX_DIRS) return;
+    if (!*dir) return;
     char real[PATH_MAX], other[PATH_MAX];
     int exists = realpath(dir, real) != NULL;
     for (int i = 0; i < d->n; i++) {   /* the same directory under another name counts once */
         if (!strcmp(d->dir[i], dir)) return;
         if (exists && realpath(d->dir[i], other) && !strcmp(real, other)) return;
     }
-    snprintf(d->dir[d->n], MODELPATH_LEN, "%s", dir);
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 8;
+        d->dir = realloc(d->dir, (size_t)d->cap * sizeof *d->dir);
+        d->why = realloc(d->why, (size_t)d->cap * sizeof *d->why);
+        if (!d->dir || !d->why) { fprintf(stderr, "lingen: out of memory\n"); exit(EXIT_FAIL); }
+    }
+    size_t len = strlen(dir) + 1;
+    d->dir[d->n] = memcpy(xmalloc(len), dir, len);
     d->why[d->n++] = why;
+}
+
+void modelpath_dirs_free(ModelDirs *d) {
+    for (int i = 0; i < d->n; i++) free(d->dir[i]);
+    free(d->dir);
+    free(d->why);
+    memset(d, 0, sizeof *d);
 }
 
 /* rel in the executable's directory (up = 0) or in its parent (up = 1: bin/lingen -> share/...).
@@ -53,13 +67,14 @@ const char *modelpath_shared_file(const char *rel) {
 }
 
 void modelpath_dirs(ModelDirs *d) {
-    d->n = 0;
+    memset(d, 0, sizeof *d);
     const char *env = settings_read().models;
     if (env) {
-        char buf[MODELPATH_LEN];
-        snprintf(buf, sizeof buf, "%s", env);
+        size_t len = strlen(env) + 1;
+        char *buf = memcpy(xmalloc(len), env, len);
         for (char *save = NULL, *p = strtok_r(buf, ":", &save); p; p = strtok_r(NULL, ":", &save))
             add_dir(d, p, "$LINGEN_MODELS");
+        free(buf);
     }
     add_dir(d, "./models", "in the current directory");
     char dir[MODELPATH_LEN];
@@ -107,6 +122,7 @@ int modelpath_list(ModelEntry **out) {
         }
         closedir(dir);
     }
+    modelpath_dirs_free(&d);
     qsort(v, n, sizeof *v, by_name);
     *out = v;
     return n;
@@ -114,7 +130,10 @@ int modelpath_list(ModelEntry **out) {
 
 int modelpath_find(const char *name, char *out, size_t n) {
     struct stat st;
-    if (stat(name, &st) == 0 || strchr(name, '/')) {   /* a path: the loader reports its problems */
+    int exists = stat(name, &st) == 0, dir = exists && S_ISDIR(st.st_mode);
+    /* a path: the loader reports its problems. A directory without a '/' is never a model: the
+     * data root holds mnist/, and `--model mnist` run there means the model of that name. */
+    if ((exists && !dir) || strchr(name, '/')) {
         snprintf(out, n, "%s", name);
         return 0;
     }
@@ -124,10 +143,18 @@ int modelpath_find(const char *name, char *out, size_t n) {
         for (int bin = 0; bin < 2; bin++) {
             if (bin && has_bin_suffix(name)) break;
             int wrote = snprintf(out, n, "%s/%s%s", d.dir[i], name, bin ? ".bin" : "");
-            if (wrote > 0 && (size_t)wrote < n && is_file(out)) return 0;
+            if (wrote > 0 && (size_t)wrote < n && is_file(out)) {
+                modelpath_dirs_free(&d);
+                return 0;
+            }
         }
-    fprintf(stderr, "lingen: %s: no such model file, and no model of that name in:\n", name);
-    for (int i = 0; i < d.n; i++) fprintf(stderr, "  %s (%s)\n", d.dir[i], d.why[i]);
+    fprintf(stderr, "lingen: %s: %s, and no model of that name in:\n", name, dir ? "a directory, not a model file" : "no such model file");
+    for (int i = 0; i < d.n; i++) {
+        char *safe = text_escape(d.dir[i]);
+        fprintf(stderr, "  %s (%s)\n", safe, d.why[i]);
+        free(safe);
+    }
+    modelpath_dirs_free(&d);
     ModelEntry *found;
     int k = modelpath_list(&found);
     if (k == 0) {
@@ -137,12 +164,16 @@ int modelpath_find(const char *name, char *out, size_t n) {
         char (*files)[264] = xmalloc(k * sizeof *files);
         fprintf(stderr, "models found:");
         for (int i = 0; i < k; i++) {
-            fprintf(stderr, " %s", names[i] = found[i].name);
+            char *safe = text_escape(names[i] = found[i].name);   /* a file's name: no terminal escapes */
+            fprintf(stderr, " %s", safe);
+            free(safe);
             snprintf(files[i], sizeof files[i], "%s.bin", found[i].name);
             names[k + i] = files[i];
         }
         const char *near = args_nearest(name, names, 2 * k);
-        if (near) fprintf(stderr, "\ndid you mean \"%s\"?", near);
+        char *safe = near ? text_escape(near) : NULL;
+        if (near) fprintf(stderr, "\ndid you mean \"%s\"?", safe);
+        free(safe);
         fprintf(stderr, "\n");
         free(files);
         free(names);

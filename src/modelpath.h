@@ -1,4 +1,5 @@
-/* Finding a model by name. `--model NAME` is a path when a file or directory of that name exists;
+/* Finding a model by name. `--model NAME` is a path when it holds a '/' or names an existing file
+ * (a directory never: the data root holds mnist/);
  * otherwise NAME, then NAME.bin, is looked for in the model directories, in this order:
  *   1. $LINGEN_MODELS, when set (one directory, or several separated by ':')
  *   2. ./models
@@ -16,20 +17,21 @@
 #define LINGEN_SHAREDIR "/usr/local/share/lingen"
 #endif
 
-#define MODELPATH_MAX_DIRS 16
 #define MODELPATH_LEN 4096
 
 typedef struct {
-    int n;
-    char dir[MODELPATH_MAX_DIRS][MODELPATH_LEN];
-    const char *why[MODELPATH_MAX_DIRS];   /* "$LINGEN_MODELS", "next to the executable", ... */
+    int n, cap;
+    char **dir;         /* every one of $LINGEN_MODELS's, however many and however long */
+    const char **why;   /* "$LINGEN_MODELS", "next to the executable", ... */
 } ModelDirs;
 
 /* A model found in the directories: its name (the file name without .bin) and its path. */
 typedef struct { char name[256]; char path[MODELPATH_LEN]; } ModelEntry;
 
-/* The directories in search order, each once (the same directory reached twice is kept first). */
+/* The directories in search order, each once (the same directory reached twice is kept first);
+ * modelpath_dirs_free frees them. */
 void modelpath_dirs(ModelDirs *d);
+void modelpath_dirs_free(ModelDirs *d);
 /* Every *.bin in the directories, the first of each name only, sorted by name; returns the count
  * and a malloc'd array in *out (free it). */
 int modelpath_list(ModelEntry **out);

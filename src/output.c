@@ -1,7 +1,9 @@
 /* Output files: atomic replacement, symlinks followed, devices written directly, stdout, checks
  * before the work, all-or-nothing groups (output.h). */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "output.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,9 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The temporary file's name, in the destination's directory: short, so that a destination
- * name of up to NAME_MAX bytes still works. */
-#define TMP_NAME "/.lingen-XXXXXX"
+/* The temporary file's name, in the destination's directory: .lingen-HOST-PID-XXXXXX, HOST the
+ * hash of this machine's name (8 hex digits), PID this process's. Short, so that a destination
+ * name of up to NAME_MAX bytes still works; the two numbers let a later run tell that a file
+ * was left by a process that no longer runs (killed with SIGKILL) and remove it. */
+#define TMP_PREFIX ".lingen-"
 #define MAX_LINKS 40   /* as the kernel's ELOOP limit */
 
 static char *xstrdup(const char *s) {
@@ -32,6 +36,22 @@ static char *dir_of(const char *path) {
     return d;
 }
 
+/* The kernel's protected_symlinks rule, which following links here would otherwise bypass: a
+ * symlink in a sticky world-writable directory (such as /tmp) is followed only when the runner or
+ * the directory's owner owns it; else another user's link could aim lingen's output at any file
+ * the runner may write. Returns nonzero, with a message naming path, for a link refused. */
+static int sticky_link_refused(const char *link, const struct stat *ls, const char *path, Err *e) {
+    char *dir = dir_of(link);
+    struct stat ds;
+    int refused = stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) && (ds.st_mode & S_IWOTH) &&
+                  ls->st_uid != geteuid() && ls->st_uid != ds.st_uid;
+    if (refused)
+        err_set(e, "%s: a symlink in the sticky world-writable directory %s, owned by another user: not followed",
+                path, dir);
+    free(dir);
+    return refused;
+}
+
 /* path with every symlink in its last component followed (a dangling link gives the path it
  * points to, which does not exist yet). *exists says whether it does; st is its lstat. */
 static char *follow_links(const char *path, struct stat *st, int *exists, Err *e) {
@@ -46,6 +66,10 @@ static char *follow_links(const char *path, struct stat *st, int *exists, Err *e
         }
         *exists = 1;
         if (!S_ISLNK(st->st_mode)) return cur;
+        if (sticky_link_refused(cur, st, path, e)) {
+            free(cur);
+            return NULL;
+        }
         char target[PATH_MAX];
         ssize_t k = hops < MAX_LINKS ? readlink(cur, target, sizeof target - 1) : -1;
         if (k < 0) {
@@ -67,10 +91,21 @@ static char *follow_links(const char *path, struct stat *st, int *exists, Err *e
     }
 }
 
+/* FNV-1a of this machine's name: the HOST of the temporary files' names. */
+static unsigned host_hash(void) {
+    static unsigned h;
+    if (h) return h;
+    char name[256] = "";
+    gethostname(name, sizeof name - 1);
+    h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 16777619u;
+    return h;
+}
+
 /* A new temporary file in dir; fd, with *tmp its name (malloc'd); -1 and errno on failure. */
 static int make_temp(const char *dir, char **tmp) {
-    *tmp = xmalloc(strlen(dir) + sizeof TMP_NAME);
-    sprintf(*tmp, "%s%s", strcmp(dir, "/") ? dir : "", TMP_NAME);
+    *tmp = xmalloc(strlen(dir) + 64);
+    sprintf(*tmp, "%s/" TMP_PREFIX "%08x-%ld-XXXXXX", strcmp(dir, "/") ? dir : "", host_hash(), (long)getpid());
     int fd = mkstemp(*tmp);
     if (fd < 0) {
         int er = errno;
@@ -85,6 +120,34 @@ static int cannot_write(const char *path, const char *dir, int er, Err *e) {
     if (er == ENOENT) return err_set(e, "%s: cannot write: directory %s does not exist", path, dir);
     if (er == ENOTDIR) return err_set(e, "%s: cannot write: %s is not a directory", path, dir);
     return err_set(e, "%s: cannot write in %s: %s", path, dir, strerror(er));
+}
+
+static int force;   /* output_set_force */
+
+void output_set_force(int on) { force = on; }
+
+/* What is at dest (st: its stat, when it exists) may take path's output: not a directory or a
+ * socket (neither replaced nor written), nor a read-only file (its mode has no write bit, or the
+ * runner may not write it: a shell's > would refuse it) unless --force. */
+static int may_replace(const char *path, const char *dest, const struct stat *st, int exists, Err *e) {
+    if (!exists) return 0;
+    if (S_ISSOCK(st->st_mode)) return err_set(e, "%s: is a socket, not a file, device or FIFO", path);
+    if (S_ISDIR(st->st_mode)) return err_set(e, "%s: is a directory", path);
+    if (!S_ISREG(st->st_mode) || force) return 0;
+    if (!(st->st_mode & 0222))
+        return err_set(e, "%s: is read-only (mode %04o): not replaced; --force replaces it", path,
+                       (unsigned)(st->st_mode & 07777));
+    if (faccessat(AT_FDCWD, dest, W_OK, AT_EACCESS) != 0 && errno == EACCES)
+        return err_set(e, "%s: is not writable by this user (mode %04o, owner %ld): not replaced; --force replaces it",
+                       path, (unsigned)(st->st_mode & 07777), (long)st->st_uid);
+    return 0;
+}
+
+/* The file open on fd given st's owner and group where the runner may: root both, another user
+ * the group alone when it is one of theirs. */
+static void keep_owner(int fd, const struct stat *st) {
+    if (fchown(fd, st->st_uid, st->st_gid) != 0 && fchown(fd, (uid_t)-1, st->st_gid) != 0)
+        return;   /* neither allowed: the runner's, as a new file would be */
 }
 
 static void free_names(AtomicFile *a) {
@@ -108,9 +171,9 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
     int exists;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && S_ISDIR(st.st_mode)) {
+    if (may_replace(path, dest, &st, exists, e)) {
         free(dest);
-        return err_set(e, "%s: is a directory", path);
+        return -1;
     }
     a->path = xstrdup(path);
     a->dest = dest;
@@ -132,7 +195,10 @@ int atomic_open(AtomicFile *a, const char *path, Err *e) {
             return -1;
         }
         free(dir);
-        mode_t um = umask(0);   /* mkstemp makes 0600: the old file's mode, else the usual one */
+        /* the old file's owner and group, then its mode (a change of owner clears setuid bits);
+         * a new file gets mkstemp's 0600 widened to the usual mode */
+        if (exists && (st.st_uid != geteuid() || st.st_gid != getegid())) keep_owner(fd, &st);
+        mode_t um = umask(0);
         umask(um);
         fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~um);
     }
@@ -192,8 +258,38 @@ int output_write_file(const char *path, const void *data, size_t len, Err *e) {
     return atomic_commit(&a, e);
 }
 
+/* Is path (named name) a temporary file that a process of this machine left, and that no longer
+ * runs: a regular file of the runner's own? (A process of another user counts as running: kill
+ * says EPERM, not ESRCH.) */
+static int stale_temp(const char *path, const char *name) {
+    unsigned host;
+    long pid;
+    int end = 0;
+    if (sscanf(name, TMP_PREFIX "%8x-%ld-%*6[A-Za-z0-9]%n", &host, &pid, &end) != 2 || end == 0 || name[end] ||
+        host != host_hash() || pid <= 0 || pid > INT_MAX || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
+        errno != ESRCH)
+        return 0;
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+/* Remove from dir the temporary files of lingen runs of this machine that were killed before
+ * they could (SIGKILL, a crash): they would stay hidden there for good. */
+static void remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (strncmp(de->d_name, TMP_PREFIX, sizeof TMP_PREFIX - 1)) continue;
+        char *path = xmalloc(strlen(dir) + strlen(de->d_name) + 2);
+        sprintf(path, "%s/%s", dir, de->d_name);
+        if (stale_temp(path, de->d_name)) unlink(path);
+        free(path);
+    }
+    closedir(d);
+}
+
 /* Can a new file be made in dir? (made and removed again: this also catches a read-only
- * filesystem, which access() does not) */
+ * filesystem, which access() does not). Then dir is cleared of stale temporary files. */
 static int probe_dir(const char *path, const char *dir, Err *e) {
     char *tmp;
     int fd = make_temp(dir, &tmp);
@@ -201,6 +297,7 @@ static int probe_dir(const char *path, const char *dir, Err *e) {
     close(fd);
     unlink(tmp);
     free(tmp);
+    remove_stale_temps(dir);
     return 0;
 }
 
@@ -210,7 +307,7 @@ int output_check(const char *path, Err *e) {
     int exists, rc = 0;
     char *dest = follow_links(path, &st, &exists, e);
     if (!dest) return -1;
-    if (exists && S_ISDIR(st.st_mode)) rc = err_set(e, "%s: is a directory", path);
+    if (may_replace(path, dest, &st, exists, e)) rc = -1;
     else if (exists && !S_ISREG(st.st_mode)) {
         if (access(dest, W_OK) != 0) rc = err_set(e, "%s: cannot write: %s", path, strerror(errno));
     } else {
@@ -220,6 +317,44 @@ int output_check(const char *path, Err *e) {
     }
     free(dest);
     return rc;
+}
+
+int output_check_existing(const char *path, Err *e) {
+    if (strcmp(path, "-") == 0) return 0;
+    struct stat st;
+    int exists;
+    char *dest = follow_links(path, &st, &exists, e);
+    if (!dest) return -1;
+    int rc = may_replace(path, dest, &st, exists, e);
+    free(dest);
+    return rc;
+}
+
+/* Where path's bytes would go: its directory's real path (symlinks and ".." resolved), '/', and
+ * its last name, symlinks followed; NULL when that directory cannot be resolved. */
+static char *canonical(const char *path) {
+    struct stat st;
+    int exists;
+    char *dest = follow_links(path, &st, &exists, NULL), *out = NULL;
+    if (!dest) return NULL;
+    char *dir = dir_of(dest), real[PATH_MAX];
+    const char *slash = strrchr(dest, '/'), *base = slash ? slash + 1 : dest;
+    if (realpath(dir, real)) {
+        out = xmalloc(strlen(real) + strlen(base) + 2);
+        sprintf(out, "%s/%s", real, base);
+    }
+    free(dir);
+    free(dest);
+    return out;
+}
+
+int output_same(const char *a, const char *b) {
+    if (!strcmp(a, "-") || !strcmp(b, "-")) return !strcmp(a, b);
+    char *x = canonical(a), *y = canonical(b);
+    int same = x && y && !strcmp(x, y);
+    free(x);
+    free(y);
+    return same;
 }
 
 int output_check_dir(const char *dir, Err *e) {

@@ -12,9 +12,12 @@
 #include "half.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const struct { const char *name; int size; } DTYPES[] = {
     [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2}, [ST_I32] = {"I32", 4},
@@ -57,7 +60,8 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The first name that occurs twice, or NULL; sorting keeps a huge header from taking n^2. */
+/* The first name that occurs twice, or NULL; sorting keeps a huge header from taking n^2. (The
+ * metadata's keys; the tensors' names are checked as they are indexed.) */
 static const char *find_duplicate(char **names, int n) {
     if (n < 2) return NULL;
     char **s = xmalloc((size_t)n * sizeof *s);
@@ -70,10 +74,16 @@ static const char *find_duplicate(char **names, int n) {
     return dup;
 }
 
-static int parse_tensor(StTensor *t, const cJSON *j, const unsigned char *data, size_t data_len,
-                        const char *path, Err *e) {
+static int parse_tensor(StTensor *t, const cJSON *j, size_t data_len, const char *path, Err *e) {
     const char *name = t->name;
     if (!cJSON_IsObject(j)) return err_set(e, "%s: tensor '%s' is not a JSON object", path, name);
+    /* each key once: readers differ on which of two they take (cJSON the first, Python the last) */
+    static const char *const keys[] = {"dtype", "shape", "data_offsets"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int seen = 0;
+        for (const cJSON *c = j->child; c; c = c->next) seen += strcmp(c->string, keys[k]) == 0;
+        if (seen > 1) return err_set(e, "%s: tensor '%s': key '%s' appears twice", path, name, keys[k]);
+    }
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
     if (!cJSON_IsString(dt)) return err_set(e, "%s: tensor '%s' has no dtype string", path, name);
@@ -121,7 +131,7 @@ static int parse_tensor(StTensor *t, const cJSON *j, const unsigned char *data, 
                        huge ? "more than " : "", huge ? UINT64_MAX : need);
     }
     t->nbytes = (size_t)need;
-    t->data = data + begin;
+    t->offset = (size_t)begin;
     return 0;
 }
 
@@ -143,17 +153,32 @@ static int parse_metadata(SafeTensors *st, const cJSON *j, const char *path, Err
     return 0;
 }
 
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp((*(const StTensor *const *)a)->name, (*(const StTensor *const *)b)->name);
+}
+
+/* st->by_name: the tensors sorted by name, which must be unique (neighbours differ). Sorting
+ * keeps a header of many names from taking n^2, here and in every st_find. */
+static int index_names(SafeTensors *st, const char *path, Err *e) {
+    st->by_name = xmalloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
+    for (int i = 0; i < st->n; i++) st->by_name[i] = &st->t[i];
+    qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_tensor_name);
+    for (int i = 1; i < st->n; i++)
+        if (strcmp(st->by_name[i - 1]->name, st->by_name[i]->name) == 0)
+            return err_set(e, "%s: tensor '%s' appears twice", path, st->by_name[i]->name);
+    return 0;
+}
+
 /* Order of tensors by where their bytes begin (then end: empty tensors first). */
 static const SafeTensors *sort_st;
 static int cmp_range(const void *a, const void *b) {
     const StTensor *x = &sort_st->t[*(const int *)a], *y = &sort_st->t[*(const int *)b];
-    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* The tensors' byte ranges must tile [data, data + data_len) exactly. */
-static int check_coverage(const SafeTensors *st, const unsigned char *data, size_t data_len, const char *path,
-                          Err *e) {
+/* The tensors' byte ranges must tile the data section, [0, data_len), exactly. */
+static int check_coverage(const SafeTensors *st, size_t data_len, const char *path, Err *e) {
     int *order = xmalloc((size_t)(st->n ? st->n : 1) * sizeof *order);
     for (int i = 0; i < st->n; i++) order[i] = i;
     sort_st = st;
@@ -163,7 +188,7 @@ static int check_coverage(const SafeTensors *st, const unsigned char *data, size
     int rc = 0;
     for (int i = 0; i < st->n && !rc; i++) {
         const StTensor *t = &st->t[order[i]];
-        size_t begin = (size_t)(t->data - data);
+        size_t begin = t->offset;
         if (begin < pos)
             rc = err_set(e, "%s: tensors '%s' and '%s' overlap (bytes %zu..%zu of the data)", path, prev, t->name,
                          begin, pos);
@@ -207,38 +232,42 @@ static long bad_header_byte(const unsigned char *h, size_t n) {
     return -1;
 }
 
-static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
-    const unsigned char *buf = st->buf;
-    size_t len = st->len;
+/* The header's length from a file of len bytes whose first min(len, 9) bytes are buf: below the
+ * cap, then a '{', and inside the file. */
+static int header_length(const unsigned char *buf, size_t len, uint64_t *hlen, const char *path, Err *e) {
     if (len == 0) return err_set(e, "%s: empty file", path);
     if (len < 8) return err_set(e, "%s: only %zu bytes, too short for a safetensors file", path, len);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    *hlen = 0;
+    for (int i = 7; i >= 0; i--) *hlen = *hlen << 8 | buf[i];
     /* A safetensors file starts with a length below the cap and then '{' (README.md: neither) */
-    if (hlen > ST_MAX_HEADER || (len > 8 && buf[8] != '{'))
+    if (*hlen > ST_MAX_HEADER || (len > 8 && buf[8] != '{'))
         return err_set(e, "%s: not a lingen model file (safetensors): %s", path,
-                       hlen > ST_MAX_HEADER ? "its first 8 bytes are no header length (at most 100 MB)"
-                                            : "no JSON header after the length");
-    if (hlen > len - 8)
-        return err_set(e, "%s: header length %" PRIu64 " past end of file (%zu bytes; truncated?)", path, hlen, len);
-    long bad = bad_header_byte(buf + 8, (size_t)hlen);
+                       *hlen > ST_MAX_HEADER ? "its first 8 bytes are no header length (at most 100 MB)"
+                                             : "no JSON header after the length");
+    if (*hlen > len - 8)
+        return err_set(e, "%s: header length %" PRIu64 " past end of file (%zu bytes; truncated?)", path, *hlen, len);
+    return 0;
+}
+
+/* The JSON header, st->buf[8 .. st->data_at), of a file of st->len bytes: every tensor's entry
+ * and the metadata, checked against a data section of the rest of the file. */
+static int parse_header(SafeTensors *st, cJSON **root, const char *path, Err *e) {
+    size_t hlen = st->data_at - 8, data_len = st->len - st->data_at;
+    long bad = bad_header_byte(st->buf + 8, hlen);
     if (bad >= 0)
         return err_set(e, "%s: header byte %ld: %s", path, bad,
-                       buf[8 + bad] == 0 || buf[8 + bad] == '\\' ? "a NUL character (not allowed in the header)"
-                                                                 : "not valid UTF-8");
+                       st->buf[8 + bad] == 0 || st->buf[8 + bad] == '\\' ? "a NUL character (not allowed in the header)"
+                                                                       : "not valid UTF-8");
 
-    const char *h = (const char *)buf + 8, *end = NULL;
-    *root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
+    const char *h = (const char *)st->buf + 8, *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(h, hlen, &end, 0);
     if (!*root)
-        return err_set(e, "%s: header is not valid JSON (error at byte %td of %" PRIu64 ")", path,
-                       end ? end - h : 0, hlen);
+        return err_set(e, "%s: header is not valid JSON (error at byte %td of %zu)", path, end ? end - h : 0, hlen);
     for (; end < h + hlen; end++)   /* writers pad the header with spaces; anything else is junk */
         if (!*end || !strchr(" \t\r\n", *end))
             return err_set(e, "%s: header has junk after the JSON at byte %td", path, end - h);
     if (!cJSON_IsObject(*root)) return err_set(e, "%s: header is not a JSON object", path);
 
-    const unsigned char *data = buf + 8 + hlen;
-    size_t data_len = len - 8 - (size_t)hlen;
     int n = 0, n_meta_objs = 0;
     for (const cJSON *j = (*root)->child; j; j = j->next) {
         if (strcmp(j->string, "__metadata__") == 0) n_meta_objs++;
@@ -246,7 +275,6 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
     }
     if (n_meta_objs > 1) return err_set(e, "%s: __metadata__ appears twice", path);
     st->t = xcalloc((size_t)n, sizeof *st->t);
-    char **names = xcalloc((size_t)n, sizeof *names);   /* for the duplicate check */
     int rc = 0;
     for (const cJSON *j = (*root)->child; j && !rc; j = j->next) {
         if (strcmp(j->string, "__metadata__") == 0) {
@@ -258,13 +286,25 @@ static int parse(SafeTensors *st, cJSON **root, const char *path, Err *e) {
             break;
         }
         StTensor *t = &st->t[st->n++];
-        t->name = names[st->n - 1] = xstrdup(j->string);
-        rc = parse_tensor(t, j, data, data_len, path, e);
+        t->name = xstrdup(j->string);
+        rc = parse_tensor(t, j, data_len, path, e);
     }
-    const char *dup = rc ? NULL : find_duplicate(names, st->n);
-    if (dup) rc = err_set(e, "%s: tensor '%s' appears twice", path, dup);
-    free(names);
-    if (!rc) rc = check_coverage(st, data, data_len, path, e);
+    if (!rc) rc = index_names(st, path, e);
+    if (!rc) rc = check_coverage(st, data_len, path, e);
+    return rc;
+}
+
+/* Every tensor's data, once the data section is in st->buf. */
+static void set_data(SafeTensors *st) {
+    for (int i = 0; i < st->n; i++) st->t[i].data = st->buf + st->data_at + st->t[i].offset;
+}
+
+/* parse_header with its tree freed; st closed on failure. */
+static int parse_checked(SafeTensors *st, const char *path, Err *e) {
+    cJSON *root = NULL;
+    int rc = parse_header(st, &root, path, e);
+    cJSON_Delete(root);   /* everything kept was copied out */
+    if (rc) st_close(st);
     return rc;
 }
 
@@ -272,19 +312,73 @@ int st_parse(SafeTensors *st, unsigned char *buf, size_t len, const char *name, 
     memset(st, 0, sizeof *st);
     st->buf = buf;
     st->len = len;
-    cJSON *root = NULL;
-    int rc = parse(st, &root, name, e);
-    cJSON_Delete(root);   /* everything kept was copied out */
-    if (rc) st_close(st);
-    return rc;
+    uint64_t hlen;
+    if (header_length(buf, len, &hlen, name, e)) {
+        st_close(st);
+        return -1;
+    }
+    st->data_at = 8 + (size_t)hlen;
+    if (parse_checked(st, name, e)) return -1;
+    set_data(st);
+    return 0;
+}
+
+/* Read n bytes of f into buf; -1 and a message when the file ends first or cannot be read. */
+static int read_exactly(FILE *f, unsigned char *buf, size_t n, const char *path, Err *e) {
+    size_t got = fread(buf, 1, n, f);
+    if (got == n) return 0;
+    if (ferror(f)) return err_set(e, "%s: read error: %s", path, strerror(errno));
+    return err_set(e, "%s: shorter than when it was opened (changed while it was read?)", path);
+}
+
+int st_open_header(SafeTensors *st, const char *path, Err *e) {
+    memset(st, 0, sizeof *st);
+    int fd = open_regular(path, e);
+    if (fd < 0) return -1;
+    struct stat fs;
+    if (fstat(fd, &fs) != 0 || !(st->f = fdopen(fd, "rb"))) {
+        err_set(e, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    st->len = (size_t)fs.st_size;
+    unsigned char start[9];   /* the length, and the '{' that must follow it */
+    size_t have = st->len < sizeof start ? st->len : sizeof start;
+    uint64_t hlen;
+    if (read_exactly(st->f, start, have, path, e) || header_length(start, st->len, &hlen, path, e)) {
+        st_close(st);
+        return -1;
+    }
+    st->data_at = 8 + (size_t)hlen;
+    st->buf = xmalloc(st->data_at);
+    memcpy(st->buf, start, have < st->data_at ? have : st->data_at);
+    if (st->data_at > have && read_exactly(st->f, st->buf + have, st->data_at - have, path, e)) {
+        st_close(st);
+        return -1;
+    }
+    return parse_checked(st, path, e);
+}
+
+int st_read_data(SafeTensors *st, const char *path, Err *e) {
+    if (!st->f) return 0;   /* all of it is in memory (st_parse), or was read already */
+    unsigned char *buf = realloc(st->buf, st->len ? st->len : 1);
+    if (!buf) return err_set(e, "%s: cannot allocate %.1f MB to read it", path, st->len / 1e6);
+    st->buf = buf;
+    if (fseeko(st->f, (off_t)st->data_at, SEEK_SET) != 0) return err_set(e, "%s: %s", path, strerror(errno));
+    if (read_exactly(st->f, st->buf + st->data_at, st->len - st->data_at, path, e)) return -1;
+    if (fgetc(st->f) != EOF)
+        return err_set(e, "%s: longer than when it was opened (changed while it was read?)", path);
+    fclose(st->f);
+    st->f = NULL;
+    set_data(st);
+    return 0;
 }
 
 int st_open(SafeTensors *st, const char *path, Err *e) {
-    memset(st, 0, sizeof *st);
-    size_t len;
-    unsigned char *buf = read_file(path, &len, e);
-    if (!buf) return -1;
-    return st_parse(st, buf, len, path, e);
+    if (st_open_header(st, path, e)) return -1;
+    if (st_read_data(st, path, e) == 0) return 0;
+    st_close(st);
+    return -1;
 }
 
 void st_free_meta(int n, char **keys, char **vals) {
@@ -297,16 +391,23 @@ void st_free_meta(int n, char **keys, char **vals) {
 }
 
 void st_close(SafeTensors *st) {
+    if (st->f) fclose(st->f);
     for (int i = 0; i < st->n; i++) free(st->t[i].name);
     st_free_meta(st->n_meta, st->meta_keys, st->meta_vals);
     free(st->t);
+    free(st->by_name);
     free(st->buf);
     memset(st, 0, sizeof *st);
 }
 
 const StTensor *st_find(const SafeTensors *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
+    int lo = 0, hi = st->n;   /* by_name[lo..hi) may hold it */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(st->by_name[mid]->name, name);
+        if (c == 0) return st->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 

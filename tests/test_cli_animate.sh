@@ -30,6 +30,7 @@ usage "--frame-every without --animate" "--frame-every needs --animate FILE" --f
 usage "--frame-delay without --animate" "--frame-delay needs --animate FILE" --frame-delay 50
 expect 2 "--animate - with -o -" $L $S -n 1 -o - --animate -
 contains "--animate - with -o -: says why" "--animate - and -o - cannot both write to standard output"
+usage "--animate F --json F" "--json $T/u.gif and --animate $T/u.gif are one file" --animate "$T/u.gif" --json "$T/u.gif"
 expect 2 "--animate - with --json -" $L $S -n 1 -o "$T/u.png" --animate - --json -
 contains "--animate - with --json -: says why" "--animate - and --json - cannot both write to standard output"
 

@@ -36,6 +36,19 @@ contains "default model from \$LINGEN_MODELS" "model        $M/mnist.bin"
 expect 0 "\$LINGEN_MODELS with two directories" env LINGEN_MODELS="$T/empty:$M" $L info --model cifar-softmax
 contains "the second directory's model" "model        $M/cifar-softmax.bin"
 
+# $LINGEN_MODELS of any length: 20 directories before the fixtures', a value over 4,096 bytes;
+# ./models and the rest are searched after them all the same
+many=$(for i in $(seq 20); do printf '%s:' "$T/empty/$i"; done)
+long=$(for i in $(seq 40); do printf '%s:' "$T/empty/$(printf 'd%.0s' $(seq 100))$i"; done)
+expect 0 "\$LINGEN_MODELS with 21 directories" env LINGEN_MODELS="$many$M" $L info --model cifar-softmax
+contains "the 21st directory's model" "model        $M/cifar-softmax.bin"
+expect 0 "\$LINGEN_MODELS over 4,096 bytes" env LINGEN_MODELS="$long$M" $L info --model cifar-softmax
+contains "a directory past byte 4,096" "model        $M/cifar-softmax.bin"
+expect 0 "models with a long \$LINGEN_MODELS" env LINGEN_MODELS="$long$many$M" $L models
+contains "models: every directory listed" "$T/empty/20 (\$LINGEN_MODELS): not there"
+contains "models: ./models still searched" "./models (in the current directory)"
+contains "models: the fixtures past them" "^cifar-softmax .*$M/cifar-softmax.bin"
+
 # an existing path always wins, then $LINGEN_MODELS, then ./models, then the repository's models/
 cp $F/tiny-softmax-mnist.bin "$T/other/cifar.bin"
 cp $F/tiny-softmax-mnist.bin "$T/other/models/mnist.bin"
@@ -50,6 +63,18 @@ contains "... and it is that file" "attention    softmax"
 expect 0 "without \$LINGEN_MODELS: models/ next to the executable" env -u LINGEN_MODELS $L info --model cifar.bin
 contains "the repository's cifar.bin" "model        $REPO/models/cifar.bin"
 contains "... a 16-layer model" "layers       16"
+
+# a directory of the model's name (the data root holds mnist/) is not a model: the name is searched
+mkdir -p "$T/dataroot/mnist"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info) > "$T/out" 2>&1
+contains "the default model run in the data root" "model        $M/mnist.bin"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info --model mnist) > "$T/out" 2>&1
+contains "--model mnist run in the data root" "model        $M/mnist.bin"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L eval bits-per-dim --limit 1 --threads 1) > "$T/out" 2>&1
+contains "eval run in the data root" "model        $M/mnist.bin"
+mkdir "$T/dataroot/nomodel"
+(cd "$T/dataroot" && env LINGEN_MODELS="$M" $L info --model nomodel) > "$T/out" 2>&1
+contains "a directory and no model of its name: says both" "^lingen: nomodel: a directory, not a model file, and no model of that name in:"
 
 # nothing matches: exit 1, where it looked, what it found, the nearest name
 expect 1 "an unknown model name" env LINGEN_MODELS="$M" $L sample --model cifr -n 1

@@ -109,6 +109,25 @@ contains "--threads capped: says so" "only 1 core is usable here, using 1"
 LINGEN_FORCE_THREADS=1 taskset -c 0 $L sample --model $M -n 1 --threads 4 -o "$T/t.png" > "$T/out" 2>&1
 grep -q "usable here" "$T/out" && bad "LINGEN_FORCE_THREADS=1 still capped" || ok "LINGEN_FORCE_THREADS=1 runs the threads asked for"
 
+# ---------------------------------------------------------------- standard output
+# a report that cannot be written is a failure: to a full device, or to a closed descriptor
+to_full() { "$@" > /dev/full; }
+closed() { "$@" >&-; }
+for c in "version" "--help" "sample --help" "models" "info --model $M"; do
+  expect 1 "lingen $c > /dev/full" to_full $L $c
+  contains "lingen $c > /dev/full: says so" "^lingen: standard output: write failed: No space left on device"
+done
+expect 1 "lingen version >&-" closed $L version
+contains "lingen version >&-: says so" "^lingen: standard output: write failed"
+expect 1 "sample >&-" closed $L sample --threads 1 --model $M -n 2 -o "$T/closed.png"
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.exit(not d.endswith(b"IEND\xaeB`\x82"))' "$T/closed.png" \
+  && ok "sample >&-: the PNG holds nothing after its end" || bad "sample >&-: the PNG is not clean"
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  expect 1 "eval > /dev/full" to_full $L eval bits-per-dim --threads 1 --model $M --limit 2
+  contains "eval > /dev/full: says so" "standard output: write failed"
+  expect 1 "compare > /dev/full" to_full $L compare --threads 1 --model $M --softmax-model $F/tiny-softmax-mnist.bin -n 1 --limit 1
+fi
+
 # ---------------------------------------------------------------- model files
 mkfifo "$T/mfifo"
 for m in /dev/zero "$T/mfifo"; do
@@ -134,12 +153,79 @@ edit_model $M "$T/gap.bin" 'data += b"\0" * 8'
 expect 1 "bytes after the last tensor" $L info --model "$T/gap.bin"
 contains "trailing bytes: says so" "8 bytes after the last tensor"
 
+# files of a gigabyte (sparse): only what is needed is read, the header first. A model whose
+# header is wrong, the listing of lingen models, a PNG with a gigabyte after its end.
+# peak_mb CMD...: run CMD (its output in $T/out); prints its exit code and peak resident MB
+peak_mb() {
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:], stdout=open(sys.argv[1], "w"), stderr=subprocess.STDOUT)
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$T/out" "$@"
+}
+mkdir "$T/gb"
+edit_model $M "$T/gb/big.bin" '
+h["pad"] = {"dtype": "F32", "shape": [1 << 28], "data_offsets": [len(data), len(data) + (1 << 30)]}'
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gb/big.bin"
+edit_model $M "$T/gbbad.bin" '
+h["pad"] = {"dtype": "F32", "shape": [1 << 28], "data_offsets": [len(data), len(data) + (1 << 30)]}
+h["__metadata__"].update(height="1024", width="1024")'
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gbbad.bin"
+read rc mb <<< "$(peak_mb $L info --model "$T/gbbad.bin")"
+[ "$rc" = 1 ] && [ "$mb" -lt 200 ] && ok "a 1 GB model with a wrong header: refused in $mb MB" || bad "a 1 GB model, wrong header: exit $rc, $mb MB"
+contains "a 1 GB model with a wrong header: says why" "gbbad.bin: metadata: height = '1024' is out of range"
+read rc mb <<< "$(peak_mb env LINGEN_MODELS="$T/gb" $L models)"
+[ "$rc" = 0 ] && [ "$mb" -lt 200 ] && ok "models with a 1 GB file: $mb MB" || bad "models with a 1 GB file: exit $rc, $mb MB"
+contains "models with a 1 GB file: listed, its size" "^big  *mnist  *linear .* 1073\.8 MB"
+$L sample --threads 1 --model $M -n 1 -o "$T/gb/grid.png" --outdir "$T/gb" > /dev/null
+python3 -c 'import os, sys; f = open(sys.argv[1], "r+b"); f.truncate(os.path.getsize(sys.argv[1]) + (1 << 30))' "$T/gb/sample_00000.png"
+read rc mb <<< "$(peak_mb $L complete --threads 1 --model $M --samples 1 -o "$T/gb/c.png" "$T/gb/sample_00000.png")"
+[ "$rc" = 0 ] && [ "$mb" -lt 200 ] && ok "complete with a PNG and 1 GB after it: $mb MB" || bad "complete, a PNG and 1 GB: exit $rc, $mb MB"
+rm -rf "$T/gb" "$T/gbbad.bin"
+
+# a header of 1,024 layers and 400,000 empty tensors listed first: refused in time linear in its
+# size (a lookup of every weight through all the names took half a minute)
+python3 - "$T/many.bin" <<'PY'
+import json, struct, sys
+d = 2
+meta = {"format": "lingen", "format_version": "1", "n_layers": "1024", "n_heads": "1", "d_head": "2", "d_ff": "1",
+        "n_mix": "1", "height": "2", "width": "2", "channels": "1", "attention": "linear", "norm": "post",
+        "activation": "relu", "dataset": "mnist", "bos": "1"}
+want = [("emb.weight", [257, 1])] + [("layers.%d.%s" % (l, k), s) for l in range(1024) for k, s in [
+    ("attn.qkv.weight", [6, 2]), ("attn.qkv.bias", [6]), ("attn.out.weight", [2, 2]), ("attn.out.bias", [2]),
+    ("norm1.weight", [2]), ("norm1.bias", [2]), ("norm2.weight", [2]), ("norm2.bias", [2]), ("ff1.weight", [1, 2]),
+    ("ff1.bias", [1]), ("ff2.weight", [2, 1]), ("ff2.bias", [2])]] + [
+    ("norm.weight", [2]), ("norm.bias", [2]), ("head.weight", [3, 2]), ("head.bias", [3])]
+parts, off = ['"__metadata__":' + json.dumps(meta)], 0
+parts += ['"x%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}' % i for i in range(400000)]
+for name, shape in want:
+    n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+    parts.append('"%s":{"dtype":"F32","shape":%s,"data_offsets":[%d,%d]}' % (name, json.dumps(shape), off, off + 4 * n))
+    off += 4 * n
+hb = ("{" + ",".join(parts) + "}").encode(); hb += b" " * (-len(hb) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(hb)) + hb + bytes(off))
+PY
+expect 1 "400,000 extra tensors listed first" timeout 20 $L info --model "$T/many.bin"
+contains "400,000 extra tensors: the first named" "many.bin: unexpected tensor 'x0'"
+rm -f "$T/many.bin"
+
 # info prints metadata values escaped: no terminal escape, no forged line
 edit_model $M "$T/esc.bin" 'h["__metadata__"]["date"] = "\x1b[2J\x1b[Hcleared\nparameters   1 (forged)"'
 expect 0 "info with control characters in a value" $L info --model "$T/esc.bin"
 grep -q $'\x1b' "$T/out" && bad "info printed an ESC byte" || ok "info: no ESC byte printed"
 grep -q "^parameters   1 (forged)" "$T/out" && bad "info printed a forged line" || ok "info: no forged line"
 contains "info: the value shown escaped" 'date         \\x1b\[2J\\x1b\[Hcleared\\nparameters'
+
+# models and eval print names and values escaped too: a forged "paper" line, ESC, CR
+mkdir "$T/evil"
+edit_model $M "$T/evil/bad"$'\e[2J'".bin" 'h["__metadata__"].update(test_bits_per_dim="0.9\x1b[2K\rpaper        9.99", attention="\x1b[31mlinear")'
+LINGEN_MODELS="$T/evil" $L models > "$T/out" 2>&1
+grep -q $'[\e\r]' "$T/out" && bad "models printed an ESC or CR byte" || ok "models: no ESC or CR byte"
+contains "models: the name shown escaped" 'bad\\x1b\[2J '
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  edit_model $M "$T/card.bin" 'h["__metadata__"].update(test_bits_per_dim="0.9\x1b[2K\rpaper        9.99")'
+  expect 0 "eval with control characters in the card's value" $L eval bits-per-dim --threads 1 --model "$T/card.bin" --limit 1
+  grep -q $'[\e\r]' "$T/out" && bad "eval printed an ESC or CR byte" || ok "eval: no ESC or CR byte"
+  contains "eval: the card's value escaped" 'model card   0.9\\x1b\[2K\\x0dpaper'
+fi
 
 # eval: finite weights whose activations overflow: said so, exit 1 (not "inf +- nan")
 if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
@@ -152,7 +238,15 @@ for k in ("norm.weight", "norm.bias"):
 fi
 
 # ---------------------------------------------------------------- datasets
-mkdir -p "$T/bomb/cifar-10" "$T/cut/mnist" "$T/fifodata/mnist"
+mkdir -p "$T/bomb/cifar-10" "$T/cut/mnist" "$T/fifodata/mnist" "$T/three/mnist"
+python3 - "$T/three/mnist" <<'PY'
+import struct, sys
+open(sys.argv[1] + "/t10k-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, 3, 28, 28) + bytes(3 * 784))
+open(sys.argv[1] + "/t10k-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, 3) + bytes([1, 2, 3]))
+PY
+expect 0 "--limit past the split's images" $L eval bits-per-dim --threads 1 --model $M --data "$T/three" --limit 20000
+contains "--limit past the end: says so" "lingen: --limit 20000: the test split has 3 images; all of them are used"
+contains "--limit past the end: the 3 evaluated" "over 3 test images"
 python3 - "$T" <<'PY'
 import gzip, struct, sys, zlib
 t = sys.argv[1]
@@ -173,6 +267,44 @@ contains "no trailer: truncated" "t10k-images-idx3-ubyte.gz: truncated gzip stre
 mkfifo "$T/fifodata/mnist/t10k-images-idx3-ubyte"
 expect 1 "a dataset file that is a FIFO" timeout 20 $L eval bits-per-dim --threads 1 --model $M --data "$T/fifodata" --limit 1
 contains "dataset FIFO: not a regular file" "t10k-images-idx3-ubyte: not a regular file"
+
+# ---------------------------------------------------------------- compare
+# started_child PID [NOT]: wait (up to 2 minutes: a sanitizer build's sgemm is slow) until PID has
+# forked a child (other than NOT); its pid in $child
+started_child() {
+  child=
+  for _ in $(seq 12000); do
+    child=$(pgrep -P "$1" | grep -vx "${2:-0}" | head -1)
+    [ -n "$child" ] && return 0
+    sleep 0.01
+  done
+  return 1
+}
+if ls "$D"/mnist/t10k-images-idx3-ubyte* > /dev/null 2>&1; then
+  # the linear model replaced by a CIFAR-10 one (longer images) once the measuring starts: the
+  # measuring processes must not load it into buffers sized for MNIST
+  mkdir "$T/cmp"
+  cp $M "$T/cmp/lin.bin"
+  cp $F/tiny-softmax-mnist.bin "$T/cmp/soft.bin"
+  $L compare --threads 1 --model "$T/cmp/lin.bin" --softmax-model "$T/cmp/soft.bin" -n 2 --limit 2 > "$T/out" 2>&1 &
+  pid=$!
+  started_child $pid && { cp $F/tiny-linear-cifar.bin "$T/cmp/new.bin"; mv "$T/cmp/new.bin" "$T/cmp/lin.bin"; }
+  wait $pid; rc=$?
+  [ $rc -eq 1 ] && ok "compare, model replaced while it runs: exit 1" || bad "compare, model replaced: exit $rc"
+  contains "compare, model replaced: says so" "lin.bin: the file changed while compare ran"
+  lacks "compare, model replaced: no measuring process died" "died"
+  # SIGTERM to compare ends its measuring process too (the second: the first, sgemm's, is short)
+  $L compare --threads 1 --model $M --softmax-model $F/tiny-softmax-mnist.bin -n 20000 --batch 1 --limit 2 > /dev/null 2>&1 &
+  pid=$!
+  if started_child $pid && started_child $pid "$child"; then
+    kill -TERM $pid; wait $pid
+    for _ in $(seq 100); do kill -0 "$child" 2> /dev/null || break; sleep 0.05; done
+    kill -0 "$child" 2> /dev/null && { bad "compare, SIGTERM: its measuring process still runs"; kill -KILL "$child"; } \
+      || ok "compare, SIGTERM: its measuring process ended too"
+  else
+    bad "compare, SIGTERM: no measuring process started"
+  fi
+fi
 
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -82,6 +82,18 @@ expect 2 "compare -n 0" $L compare --softmax -n 0
 contains "compare -n 0: the range" "lingen compare: -n must be between 1 and 1000000"
 expect 2 "complete --samples 0" $L complete --samples 0 -m $LM
 contains "complete --samples 0: the range" "--samples must be between 1 and 1024"
+# numbers as written: no leading space or '+' (strtol would take them)
+for v in " 5" "+5" "5 "; do
+  expect 2 "sample -n '$v'" $L sample -n "$v" -m $LM -o "$T/n.png"
+  contains "-n '$v': the range" "-n must be between 1 and 1000000, not '$v'"
+done
+expect 2 "sample --temperature ' 1'" $L sample --temperature " 1" -m $LM -o "$T/n.png"
+expect 2 "sample --temperature +1" $L sample --temperature +1 -m $LM -o "$T/n.png"
+[ -e "$T/n.png" ] && bad "a refused number: wrote a file" || ok "refused numbers: wrote nothing"
+expect 0 "sample --temperature .5 (a number all the same)" $L sample --temperature .5 -m $LM -n 1 -t 1 -o "$T/n.png"
+# an empty name: a usage error naming the option
+expect 2 "sample --model ''" $L sample --model "" -n 1 -o "$T/e.png"
+contains "--model '': says which option" "lingen sample: --model needs a value, not an empty one"
 
 # ---------------------------------------------------------------- the nearest name
 expect 2 "unknown command sampel" $L sampel
@@ -106,6 +118,8 @@ for o in x.jpg x.png.tmp x; do
   contains "-o $o: says PNG only" "only PNG images are written; give a name ending in .png"
   [ -e "$T/$o" ] && bad "-o $o: wrote a file" || ok "-o $o: wrote nothing"
 done
+expect 2 "sample -o x.png/" $L sample -m $LM -n 1 -o "$T/x.png/"
+contains "-o x.png/: a directory's name" "-o $T/x.png/: a name ending in '/' is a directory's; give a file name ending in .png"
 expect 2 "complete -o x.jpg" $L complete -m $LM -o "$T/x.jpg"
 contains "complete -o x.jpg: says PNG only" "only PNG images"
 expect 0 "sample -o X.PNG" $L sample -m $LM -n 1 -t 1 -o "$T/X.PNG"

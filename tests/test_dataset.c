@@ -472,6 +472,9 @@ static void test_mnist_bad_label_and_extra_data(void **state) {
     free(b);
     expect_fail(t->root, "mnist", "test", 0, tpath(t, "mnist", "t10k-labels-idx1-ubyte"),
                 "label 10 of image 1 is not a digit");
+    /* past --limit too: the labels that are not used are checked all the same */
+    expect_fail(t->root, "mnist", "test", 1, tpath(t, "mnist", "t10k-labels-idx1-ubyte"),
+                "label 10 of image 1 is not a digit");
     write_mnist(t, 2);
     b = make_idx3(0x803, 2, 28, 28, 3 * 784, &len);   /* one image more than the header says */
     write_plain(tpath(t, "mnist", "t10k-images-idx3-ubyte"), b, len);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <png.h>
 #include <zlib.h>
@@ -62,6 +63,35 @@ static void test_grid_size(void **state) {
     image_grid_size(3, 28, 28, 8, &gh, &gw);     /* more columns than images: no empty columns */
     assert_int_equal(gw, 3 * 30 + 2);
     assert_int_equal(gh, 32);
+}
+
+/* Grids the PNG encoder cannot hold (its sizes are ints) are refused before anything is
+ * allocated, with the largest count that fits; a million MNIST images still fit. */
+static void test_grid_limit(void **state) {
+    (void)state;
+    Err e;
+    assert_int_equal(image_check_grid("g.png", 1000000, 28, 28, 1, 0, &e), 0);
+    struct { int n, h, w, ch, cols; } big[] = {{1000000, 32, 32, 3, 0}, {330000, 64, 64, 3, 0}, {10000 * 1026, 32, 32, 3, 1026}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        int n = big[i].n, h = big[i].h, w = big[i].w, ch = big[i].ch, cols = big[i].cols;
+        assert_int_not_equal(image_check_grid("g.png", n, h, w, ch, cols, &e), 0);
+        const char *at = strstr(e.msg, "at most ");
+        assert_non_null(at);
+        assert_true(strncmp(e.msg, "g.png: a grid of ", 17) == 0);
+        int fit = atoi(at + 8);   /* the largest that fits: it does, one more does not */
+        assert_true(fit > 0 && fit < n);
+        assert_int_equal(image_check_grid("g.png", fit, h, w, ch, cols, &e), 0);
+        assert_int_not_equal(image_check_grid("g.png", fit + 1, h, w, ch, cols, &e), 0);
+        int gh, gw;   /* the bound is below what stb's ints take: 9/8 of it, doubled, under 2^31 */
+        image_grid_size(fit, h, w, cols, &gh, &gw);
+        assert_true(((double)gw * ch + 1) * gh * 9 / 8 * 2 < 2147483647.0);
+    }
+    /* the writer refuses it too, before it reads an image or allocates the grid */
+    static unsigned char one[64 * 64 * 3];
+    assert_int_not_equal(image_write_grid(test_in_dir("g.png"), one, 330000, 64, 64, 3, 0, &e), 0);
+    assert_non_null(strstr(e.msg, "more than the PNG encoder takes"));
+    struct stat st;
+    assert_int_not_equal(stat(test_in_dir("g.png"), &st), 0);
 }
 
 static void test_grid_round_trip(void **state) {
@@ -305,6 +335,79 @@ static void test_huge_ancillary_chunk(void **state) {
     if (mb > 256) fail_msg("reading a 50-byte PNG took %ld MB", mb);
 }
 
+/* A PNG chunk (length, type, data, CRC) appended at out + *n. */
+static void put_chunk(unsigned char *out, size_t *n, const char *type, const unsigned char *data, size_t len) {
+    unsigned char *c = out + *n;
+    for (int i = 0; i < 4; i++) c[i] = (unsigned char)(len >> (24 - 8 * i));
+    memcpy(c + 4, type, 4);
+    if (len) memcpy(c + 8, data, len);   /* IEND has no data (NULL) */
+    uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), c + 4, (uInt)(4 + len));
+    for (int i = 0; i < 4; i++) c[8 + len + i] = (unsigned char)(crc >> (24 - 8 * i));
+    *n += 12 + len;
+}
+
+/* A 4x4 gray PNG of pixels px whose one zlib stream holds its rows and then `extra` zero bytes
+ * more (malloc'd, *len bytes). */
+static unsigned char *png_with_extra_data(const unsigned char px[16], size_t extra, size_t *len) {
+    unsigned char rows[20], zeros[1 << 16] = {0}, ihdr[13] = {0, 0, 0, 4, 0, 0, 0, 4, 8, 0, 0, 0, 0};
+    for (int y = 0; y < 4; y++) { rows[5 * y] = 0; memcpy(rows + 5 * y + 1, px + 4 * y, 4); }
+    size_t cap = 64 + extra / 512, z_len = 0;   /* zeros deflate about 1000:1 */
+    unsigned char *z = malloc(cap), *out = malloc(cap + 64);
+    z_stream s = {0};
+    assert_int_equal(deflateInit(&s, 9), Z_OK);
+    s.next_out = z;
+    s.avail_out = (uInt)cap;
+    s.next_in = rows;
+    s.avail_in = sizeof rows;
+    assert_int_equal(deflate(&s, Z_NO_FLUSH), Z_OK);
+    for (size_t left = extra; left > 0;) {
+        size_t k = left < sizeof zeros ? left : sizeof zeros;
+        s.next_in = zeros;
+        s.avail_in = (uInt)k;
+        assert_int_equal(deflate(&s, Z_NO_FLUSH), Z_OK);
+        left -= k;
+    }
+    assert_int_equal(deflate(&s, Z_FINISH), Z_STREAM_END);
+    z_len = s.total_out;
+    deflateEnd(&s);
+    size_t n = 8;
+    memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+    put_chunk(out, &n, "IHDR", ihdr, sizeof ihdr);
+    put_chunk(out, &n, "IDAT", z, z_len);
+    put_chunk(out, &n, "IEND", NULL, 0);
+    free(z);
+    *len = n;
+    return out;
+}
+
+/* A 4x4 PNG whose image data inflates to 256 MB more than its 4 rows: refused once its
+ * compressed data passes what a 4x4 image can take, not after inflating all of it. */
+static void test_decompression_bomb(void **state) {
+    (void)state;
+    unsigned char px[16], back[16];
+    fill(px, sizeof px, 3);
+    Err e = {{0}};
+    size_t len;
+    unsigned char *png = png_with_extra_data(px, 0, &len);   /* the same file without the extra data reads */
+    const char *p = test_in_dir("plain.png");
+    write_bytes(p, png, len);
+    free(png);
+    if (image_read_png(p, back, 4, 4, 1, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(back, px, sizeof px);
+    png = png_with_extra_data(px, (size_t)256 << 20, &len);
+    p = test_in_dir("bomb.png");
+    write_bytes(p, png, len);
+    assert_true(len > 100000);   /* its compressed data is far more than 4x4 pixels need */
+    clock_t t0 = clock();
+    assert_int_not_equal(image_decode_png(png, len, p, back, 4, 4, 1, &e), 0);
+    assert_error(&e, p, "corrupt PNG: more compressed image data than the image holds");
+    assert_int_not_equal(image_read_png(p, back, 4, 4, 1, &e), 0);
+    assert_error(&e, p, "corrupt PNG: more compressed image data than the image holds");
+    double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    if (cpu > 0.5) fail_msg("refusing the bomb took %.2f s of CPU", cpu);
+    free(png);
+}
+
 static void test_write_errors_leave_nothing(void **state) {
     (void)state;
     unsigned char img[28 * 28] = {0};
@@ -338,12 +441,14 @@ static void test_write_errors_leave_nothing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grid_size),
+        TEST_IN_DIR(test_grid_limit),
         TEST_IN_DIR(test_grid_round_trip),
         TEST_IN_DIR(test_rgb_round_trip),
         TEST_IN_DIR(test_read_flavours),
         TEST_IN_DIR(test_read_errors),
         TEST_IN_DIR(test_write_errors_leave_nothing),
         TEST_IN_DIR(test_huge_ancillary_chunk),
+        TEST_IN_DIR(test_decompression_bomb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

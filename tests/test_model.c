@@ -284,6 +284,12 @@ static void partly_overlapping_tensor(Parts *p) {
 static void duplicate_tensor(Parts *p) {
     cJSON_AddItemToObject(p->hdr, "emb.weight", cJSON_Duplicate(tensor(p, "emb.weight"), 1));
 }
+static void shape_twice(Parts *p) {   /* the valid shape first: a reader taking the first would accept it */
+    cJSON *s = cJSON_CreateArray();
+    cJSON_AddItemToArray(s, cJSON_CreateNumber(1));
+    cJSON_AddItemToArray(s, cJSON_CreateNumber(9));
+    cJSON_AddItemToObject(tensor(p, "head.bias"), "shape", s);
+}
 static void tensor_not_object(Parts *p) {
     cJSON_ReplaceItemInObjectCaseSensitive(p->hdr, "head.bias", cJSON_CreateString("F32"));
 }
@@ -373,6 +379,7 @@ static const Case CASES[] = {
     {"bytes no tensor owns", unlisted_bytes, "8192 unused bytes before tensor 'layers.1.ff1.bias'"},
     {"bytes after the last tensor", trailing_bytes, "4 bytes after the last tensor 'head.bias'"},
     {"duplicate tensor", duplicate_tensor, "tensor 'emb.weight' appears twice"},
+    {"a key twice in a tensor entry", shape_twice, "tensor 'head.bias': key 'shape' appears twice"},
     {"tensor entry not an object", tensor_not_object, "tensor 'head.bias' is not a JSON object"},
     {"tensor name with a newline", name_with_newline, "a tensor name contains control characters"},
 };
@@ -823,6 +830,51 @@ static void test_container(void **state) {
     assert_null(st.buf);
 }
 
+/* A file read header first: the header alone holds every tensor's place and none of its data;
+ * the data read after it is the file's; a file that changed size in between is refused. */
+static void test_header_first(void **state) {
+    (void)state;
+    size_t len;
+    unsigned char *file = slurp(FIXTURE("tiny-linear-mnist.bin"), &len);
+    const char *path = tmp_path("two-steps.bin");
+    spit(path, file, len);
+    SafeTensors st, all;
+    Err e;
+    if (st_open_header(&st, path, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(st.len, len);
+    assert_true(st.n > 20);
+    for (int i = 0; i < st.n; i++) assert_null(st.t[i].data);
+    assert_string_equal(st_meta(&st, "format"), "lingen");
+    if (st_read_data(&st, path, &e)) fail_msg("%s", e.msg);
+    if (st_parse(&all, file, len, "mem", &e)) fail_msg("%s", e.msg);   /* takes file */
+    assert_int_equal(st.n, all.n);
+    for (int i = 0; i < st.n; i++) {
+        assert_string_equal(st.t[i].name, all.t[i].name);
+        assert_int_equal(st.t[i].nbytes, all.t[i].nbytes);
+        assert_memory_equal(st.t[i].data, all.t[i].data, st.t[i].nbytes);
+    }
+    st_close(&st);
+    st_close(&all);
+    /* shorter, then longer, between the two reads */
+    file = slurp(FIXTURE("tiny-linear-mnist.bin"), &len);
+    for (int grow = 0; grow < 2; grow++) {
+        spit(path, file, len);
+        if (st_open_header(&st, path, &e)) fail_msg("%s", e.msg);
+        if (grow) {
+            FILE *f = fopen(path, "ab");
+            fputs("more", f);
+            fclose(f);
+        } else {
+            assert_int_equal(truncate(path, (off_t)len - 4), 0);
+        }
+        assert_int_not_equal(st_read_data(&st, path, &e), 0);
+        assert_non_null(strstr(e.msg, grow ? "longer than when it was opened" : "shorter than when it was opened"));
+        st_close(&st);
+    }
+    free(file);
+    unlink(path);
+}
+
 static void test_state_bytes(void **state) {
     (void)state;
     Config c = {.attention = ATTN_LINEAR, .n_layers = 8, .n_heads = 8, .d_head = 32, .d = 256};
@@ -847,6 +899,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_values),
         cmocka_unit_test(test_to_f32_dtypes),
         cmocka_unit_test(test_container),
+        cmocka_unit_test(test_header_first),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_unedited_copy_loads),
         cmocka_unit_test(test_utf8_metadata_loads),

@@ -215,9 +215,27 @@ static void test_checks(void **state) {
     assert_int_equal(n_entries(test_dir), 2);   /* the checks made nothing */
     assert_int_equal(n_entries(d), 0);
     /* channels the PNG writer cannot take are refused before the work */
-    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 2, &e), 0);
-    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 4, &e), 0);
-    if (image_check_outputs(test_in_dir("g.png"), test_in_dir("tiles"), 3, &e)) fail_msg("%s", e.msg);
+    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 0, 0, 2, &e), 0);
+    assert_int_not_equal(image_check_outputs(test_in_dir("g.png"), NULL, 0, 0, 4, &e), 0);
+    if (image_check_outputs(test_in_dir("g.png"), test_in_dir("tiles"), 0, 4, 3, &e)) fail_msg("%s", e.msg);
+}
+
+/* Two outputs on one file: the same name spelled otherwise, through a symlink, or "-" twice. */
+static void test_same_output(void **state) {
+    (void)state;
+    char a[600], dotted[700], link_path[600], other[600];
+    snprintf(a, sizeof a, "%s", test_in_dir("a.png"));
+    snprintf(dotted, sizeof dotted, "%s/./sub/../a.png", test_dir);
+    snprintf(link_path, sizeof link_path, "%s", test_in_dir("link.png"));
+    snprintf(other, sizeof other, "%s", test_in_dir("b.png"));
+    assert_int_equal(mkdir(test_in_dir("sub"), 0777), 0);
+    assert_int_equal(symlink("a.png", link_path), 0);
+    assert_true(output_same(a, dotted));       /* a.png need not exist yet */
+    assert_true(output_same(link_path, a));
+    assert_false(output_same(a, other));
+    assert_true(output_same("-", "-"));
+    assert_false(output_same("-", a));
+    assert_false(output_same(a, "/nonexistent-dir/a.png"));
 }
 
 static void test_outdir_all_or_nothing(void **state) {
@@ -259,6 +277,7 @@ static void test_outdir_all_or_nothing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        TEST_IN_DIR(test_same_output),
         TEST_IN_DIR(test_replace_is_atomic),
         TEST_IN_DIR(test_rename_fails),
         TEST_IN_DIR(test_write_error_message),
