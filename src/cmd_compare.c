@@ -17,7 +17,6 @@
 #include "commands.h"
 #include "device.h"
 #include "compare.h"
-#include "gpu_model.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
@@ -129,7 +128,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
     Progress p;
     progress_start_positions(&p, j->what, j->n, N);
     StepClock clock = {sec, rss, 0};
-    GenOptions go = {.seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
+    GenOptions go = {.device = device_current(), .seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
     double t0 = now_seconds();
     int done = generate(m, imgs, j->n, &go, e);
     double secs = now_seconds() - t0;
@@ -145,45 +144,34 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
 /* Rows 3 and 4: drawing position t without a state or cache means a forward over the whole prefix
  * (t+1 tokens) for the batch; time it at a few t and sum the interpolation over all N. */
 static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
-    const Config *c = &m->cfg;
-    int N = c->seq_len, B = j->batch;
-    RunState s = {0};
-    CudaForward *g = NULL;   /* on the GPU (--device cuda), else s */
-    float *out = NULL;
-    if (device_current() == DEVICE_CUDA) {
-        if (!(g = gpu_forward_new(m, B, N, e))) return -1;
-        out = xcalloc((size_t)B * N * 3 * c->n_mix, sizeof(float));
-    } else if (runstate_init(&s, c, B, N, e)) return -1;
+    int N = m->cfg.seq_len, B = j->batch;
+    Engine *en = engine_new(m, device_current(), B, N, 0, e);
+    if (!en) return -1;
     int *tok = xcalloc((size_t)B * N, sizeof(int));
-    int k = compare_positions(N, RECOMPUTE_POSITIONS, pos);
+    int k = compare_positions(N, RECOMPUTE_POSITIONS, pos), rc = 0;
     long tokens = 0, done = 0;   /* progress in prefix tokens: the time grows with them */
     for (int i = 0; i < k; i++) tokens += pos[i] + 1;
     Progress p;
     progress_start(&p, j->what, tokens);
-    for (int i = 0; i < k; i++) {
+    for (int i = 0; i < k && !rc; i++) {
         int T = pos[i] + 1;
         for (int b = 0; b < B; b++)   /* test images stand in for samples: the time is the same */
             input_tokens(tok + b * T, j->imgs + (size_t)(b % j->n_imgs) * N, 0, T);
-        if (g) cuda_forward_reset(g);
-        else runstate_reset(&s, c);
+        engine_reset(en);
         double t0 = now_seconds();
-        if (!g) transformer_forward(m, &s, tok, B, T);
-        else if (cuda_forward_run(g, tok, B, T, out, e)) {   /* its time includes the copy back */
-            free(tok); free(out); cuda_forward_free(g);
-            return -1;
-        }
+        rc = engine_forward(en, tok, B, T, e);   /* on a GPU, the time includes the copy back */
         sec[i] = now_seconds() - t0;
         rss[i] = NAN;
         progress_update(&p, done += T);
     }
     progress_end(&p);
-    r->value = B / compare_extrapolate(pos, sec, k, N);
-    r->n_lat = k;
+    if (!rc) {
+        r->value = B / compare_extrapolate(pos, sec, k, N);
+        r->n_lat = k;
+    }
     free(tok);
-    free(out);
-    if (g) cuda_forward_free(g);
-    else runstate_free(&s);
-    return 0;
+    engine_free(en);
+    return rc;
 }
 
 static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
@@ -191,7 +179,7 @@ static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *s
     double *per = xcalloc(j->n_imgs, sizeof(double));
     Progress p;
     progress_start(&p, j->what, j->n_imgs);
-    int rc = evaluate_bits_per_dim(m, j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
+    int rc = evaluate_bits_per_dim(m, device_current(), j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
     progress_end(&p);
     if (rc == 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);
     free(per);

@@ -136,7 +136,7 @@ int cmd_complete(int argc, char **argv) {
 
     Progress prog;
     progress_start_positions(&prog, "completing", total, N - P);
-    GenOptions go = {.seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .progress = &prog};
+    GenOptions go = {.device = device_current(), .seed = (uint64_t)seed, .batch = (int)batch, .temperature = temperature, .progress = &prog};
     double t0 = now_seconds();
     int done = complete_images(&m, inputs, n, (int)K, P, &go, imgs, &e);
     double secs = now_seconds() - t0;

@@ -98,7 +98,7 @@ int cmd_eval(int argc, char **argv) {
     progress_start(&prog, "images", ds.n);
     progress_share(&prog, (double)count / ds.n, rank == 0);
     double t0 = now_seconds();
-    rc = evaluate_bits_per_dim(&m, ds.images + first * c->seq_len, (int)count, (int)batch, rnn,
+    rc = evaluate_bits_per_dim(&m, device_current(), ds.images + first * c->seq_len, (int)count, (int)batch, rnn,
                                per + first, given + first, &prog, &e);
     progress_end(&prog);
     if (rc) fprintf(stderr, "lingen: %s\n", e.msg);

@@ -261,7 +261,7 @@ int cmd_sample(int argc, char **argv) {
     Progress prog;
     progress_start_positions(&prog, "sampling", n, c->seq_len);
     progress_share(&prog, (double)count / n, rank == 0);
-    GenOptions go = {.seed = (uint64_t)seed, .first = first, .batch = (int)batch, .temperature = temperature,
+    GenOptions go = {.device = device_current(), .seed = (uint64_t)seed, .first = first, .batch = (int)batch, .temperature = temperature,
                      .stop = &stop_signal, .progress = &prog};
     double t0 = now_seconds();
     int done = generate(&m, imgs, (int)count, &go, &e);

@@ -1,10 +1,10 @@
-/* The process-wide device choice; without CUDA the GPU entry points below are stubs that fail. */
+/* The process-wide device choice. */
 #include "device.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu_model.h"
+#include "cuda/lingen_cuda.h"
 #include "shard.h"
 
 static Device current = DEVICE_CPU;
@@ -26,7 +26,12 @@ int device_parse(const char *name, const char *cmd, Device *d) {
 
 int device_select(Device d, int probe, Err *e) {
     /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
+#ifdef LINGEN_CUDA
     if (d == DEVICE_CUDA && probe && (cuda_probe(e) || cuda_use_device(shard_local_rank(), e))) return -1;
+#else
+    (void)probe;
+    (void)e;
+#endif
     current = d;
     return 0;
 }
@@ -56,26 +61,3 @@ long device_batch_fit(double bytes_per_image, long lo, long hi) {
     long fit = (long)(GPU_BATCH_BYTES / bytes_per_image);
     return fit < lo ? lo : fit;
 }
-
-#ifndef LINGEN_CUDA
-int cuda_probe(Err *e) { return err_set(e, "this lingen was built without CUDA"); }
-int cuda_use_device(int index, Err *e) {
-    (void)index;
-    return err_set(e, "this lingen was built without CUDA");
-}
-int cuda_generate(const GpuModel *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
-    (void)m; (void)imgs; (void)n; (void)o;
-    return err_set(e, "this lingen was built without CUDA");
-}
-CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, Err *e) {
-    (void)m; (void)B; (void)T;
-    err_set(e, "this lingen was built without CUDA");
-    return NULL;
-}
-int cuda_forward_run(CudaForward *f, const int *tokens, int B, int T, float *out, Err *e) {
-    (void)f; (void)tokens; (void)B; (void)T; (void)out;
-    return err_set(e, "this lingen was built without CUDA");
-}
-void cuda_forward_reset(CudaForward *f) { (void)f; }
-void cuda_forward_free(CudaForward *f) { (void)f; }
-#endif

@@ -3,10 +3,9 @@
  * generate(), evaluate_bits_per_dim() and compare's recompute rows consult it. */
 #ifndef LINGEN_DEVICE_H
 #define LINGEN_DEVICE_H
+#include "engine.h"
 #include "model.h"
 #include "util.h"
-
-typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
 
 /* "cpu" | "cuda" -> *d; otherwise prints "lingen <cmd>: ..." and returns 2 (usage). A CUDA
  * device in a build without CUDA prints "built without CUDA" and returns 1. */

@@ -3,15 +3,13 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "device.h"
 #include "dmol.h"
-#include "gpu_model.h"
 #include "threads.h"
 #include "transformer.h"
 
-/* The negative log-likelihoods of one pass's outputs, an image per parallel item: on the GPU the
- * host computes them while the device waits, and one thread would take about half the time of
- * a full-set evaluation. Each image's sum runs in position order, whatever the threads. */
+/* The negative log-likelihoods of one pass's outputs, an image per parallel item: the host
+ * computes them for every device, and on a GPU they would otherwise be much of a full-set
+ * evaluation's time. Each image's sum runs in position order, whatever the threads. */
 typedef struct {
     const float *out;
     const unsigned char *x;   /* the pass's first image */
@@ -29,56 +27,41 @@ static void nll_item(void *ctx, int b, int thread) {
     }
 }
 
-int evaluate_bits_per_dim(const Model *m, const unsigned char *imgs, int n, int batch, int step_form,
+int evaluate_bits_per_dim(const Model *m, Device d, const unsigned char *imgs, int n, int batch, int step_form,
                           double *per_image, double *per_image_given, Progress *progress, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = batch < n ? batch : n, T = step_form ? 1 : N;
     if (B < 1) B = 1;
-    RunState s = {0};
-    CudaForward *g = NULL;   /* the GPU's forward pass (device.h), or s */
-    float *out = NULL;
-    if (device_current() == DEVICE_CUDA) {
-        if (!(g = gpu_forward_new(m, B, T, e))) return -1;
-        out = xcalloc((size_t)B * T * 3 * M, sizeof(float));
-    } else {
-        if (runstate_init(&s, c, B, T, e)) return -1;
-        s.exact = 1;   /* bits/dim of the model itself, in either form */
-        out = s.out;
-    }
+    Engine *en = engine_new(m, d, B, T, ENGINE_EXACT, e);   /* bits/dim of the model itself, in either form */
+    if (!en) return -1;
     int *tok = xcalloc((size_t)B * T, sizeof(int));
     double *first = xcalloc(B, sizeof(double));   /* -log p of each image's first sub-pixel */
     int rc = 0;
-    for (int start = 0; start < n; start += B) {
+    for (int start = 0; start < n && !rc; start += B) {
         int nb = n - start < B ? n - start : B;
         const unsigned char *x = imgs + (size_t)start * N;
-        if (g) cuda_forward_reset(g);
-        else runstate_reset(&s, c);
+        engine_reset(en);
         for (int b = 0; b < nb; b++) per_image[start + b] = 0;
         /* inputs BOS, x1 .. x(N-1); the output at position t predicts x(t) (0-based: x[t]) */
-        for (int t0 = 0; t0 < N; t0 += T) {
+        for (int t0 = 0; t0 < N && !rc; t0 += T) {
             for (int b = 0; b < nb; b++) input_tokens(tok + b * T, x + (size_t)b * N, t0, T);
-            if (!g) transformer_forward(m, &s, tok, nb, T);
-            else if ((rc = cuda_forward_run(g, tok, nb, T, out, e))) goto done;
-            Nll q = {out, x, per_image + start, first, N, M, T, t0};
+            if ((rc = engine_forward(en, tok, nb, T, e))) break;
+            Nll q = {en->out, x, per_image + start, first, N, M, T, t0};
             parallel_for(nb, nll_item, &q, (double)T * M);
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
         }
-        for (int b = 0; b < nb; b++) {
+        for (int b = 0; b < nb && !rc; b++) {
             if (per_image_given)
                 per_image_given[start + b] = N > 1 ? (per_image[start + b] - first[b]) / ((N - 1) * log(2.0)) : NAN;
             per_image[start + b] /= N * log(2.0);
-            if (!isfinite(per_image[start + b])) {   /* weights are finite, but the numbers overflowed */
+            if (!isfinite(per_image[start + b]))   /* weights are finite, but the numbers overflowed */
                 rc = err_set(e, "image %d: the log-probability is not finite (the model's activations overflow "
                              "float32): no bits/dim", start + b);
-                goto done;
-            }
         }
     }
-done:
     free(first);
     free(tok);
-    if (g) { cuda_forward_free(g); free(out); }
-    else runstate_free(&s);
+    engine_free(en);
     return rc;
 }
 

@@ -6,12 +6,12 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "engine.h"
 #include "progress.h"
 #include "util.h"
 
-struct Model;   /* model.h */
-
 typedef struct {
+    Device device;                   /* where the model runs (DEVICE_CPU unless set) */
     uint64_t seed;
     long first;                      /* imgs[0] is image `first` of the job (its random stream) */
     int batch;                       /* images per batch */
@@ -27,5 +27,5 @@ typedef struct {
 } GenOptions;
 
 /* Fill imgs [n][N]; returns the number of finished images (n unless stopped), -1 on error. */
-int generate(const struct Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
+int generate(const Model *m, unsigned char *imgs, int n, const GenOptions *o, Err *e);
 #endif

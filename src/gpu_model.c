@@ -43,14 +43,6 @@ int gpu_model_init(GpuModel *g, const Model *m, Err *e) {
     return 0;
 }
 
-CudaForward *gpu_forward_new(const Model *m, int B, int T, Err *e) {
-    GpuModel g;
-    if (gpu_model_init(&g, m, e)) return NULL;
-    CudaForward *f = cuda_forward_new(&g, B, T, e);
-    gpu_model_free(&g);
-    return f;
-}
-
 void gpu_model_free(GpuModel *g) {
     free(g->layers);
     free((void *)g->canary);

@@ -9,6 +9,4 @@
  * BOS at position 0. m must have been loaded with MODEL_FILE_WEIGHTS: else -1 and why. */
 int gpu_model_init(GpuModel *g, const Model *m, Err *e);
 void gpu_model_free(GpuModel *g);
-/* cuda_forward_new for m: its GpuModel made, used and let go (the engine keeps no view of it). */
-CudaForward *gpu_forward_new(const Model *m, int B, int T, Err *e);
 #endif

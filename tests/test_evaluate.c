@@ -32,8 +32,8 @@ static void check(const char *name) {
     Dataset ds;
     if (dataset_load(&ds, test_data_dir(), "mnist", "test", n, &e)) fail_msg("%s", e.msg);
     double par[16], rnn[16], par_given[16], rnn_given[16];
-    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 3, 0, par, par_given, NULL, &e), 0);   /* batch 3: a partial batch too */
-    assert_int_equal(evaluate_bits_per_dim(&m, ds.images, n, 2, 1, rnn, rnn_given, NULL, &e), 0);
+    assert_int_equal(evaluate_bits_per_dim(&m, DEVICE_CPU, ds.images, n, 3, 0, par, par_given, NULL, &e), 0);   /* batch 3: a partial batch too */
+    assert_int_equal(evaluate_bits_per_dim(&m, DEVICE_CPU, ds.images, n, 2, 1, rnn, rnn_given, NULL, &e), 0);
     /* The paper's convention from the reference: position 0 sees BOS alone, so its head output is
      * one step of BOS; the first given, the other N-1 carry N * torch's figure less its bits. */
     int N = m.cfg.seq_len, bos = BOS_TOKEN;
@@ -70,7 +70,7 @@ static void test_non_finite_log_prob(void **st) {
     unsigned char img[784] = {0};
     double per[2];
     for (int form = 0; form < 2; form++) {
-        assert_int_equal(evaluate_bits_per_dim(&m, img, 1, 1, form, per, NULL, NULL, &e), -1);
+        assert_int_equal(evaluate_bits_per_dim(&m, DEVICE_CPU, img, 1, 1, form, per, NULL, NULL, &e), -1);
         assert_non_null(strstr(e.msg, "image 0: the log-probability is not finite"));
     }
     model_free(&m);

@@ -32,7 +32,6 @@
 #include "lingen_cuda.h"   /* what the two halves share; like it, the two below depend on no -march */
 extern "C" {
 #include "../dmol_draw.h"
-#include "../progress.h"
 }
 
 /* ---------------------------------------------------------------- error checks */
@@ -579,6 +578,11 @@ struct CudaForward {
     unsigned *counter;            /* small_linear_kernel's RESIDUAL: blocks finished */
     int n_pos;                    /* host copy of *pos */
     int tf32;                     /* cuBLAS on TF32 tensor cores: not exact, benchmark only */
+    /* generation (made with draws): each image's values and random stream, and the step's graph */
+    Rng *rng;                     /* [B] */
+    unsigned char *img;           /* [B][N] */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
 };
 
 static size_t lin_floats(int n_in, int n_out) { return (size_t)n_in * n_out; }
@@ -706,6 +710,9 @@ static void forward_destroy(CudaForward *f) {
     cudaFree(f->weights); cudaFree(f->weights16); cudaFree(f->x2); cudaFree(f->x); cudaFree(f->xn); cudaFree(f->qkv); cudaFree(f->att); cudaFree(f->hid);
     cudaFree(f->out); cudaFree(f->S); cudaFree(f->kc); cudaFree(f->vc); cudaFree(f->tok); cudaFree(f->pos); cudaFree(f->counter);
     cudaFree(f->sc); cudaFree(f->qblk);
+    if (f->exec) cudaGraphExecDestroy(f->exec);
+    if (f->graph) cudaGraphDestroy(f->graph);
+    cudaFree(f->rng); cudaFree(f->img);
     cudaFree(f->blas_ws);
     if (f->blas) cublasDestroy(f->blas);
     if (f->stream) cudaStreamDestroy(f->stream);
@@ -989,13 +996,50 @@ static int canary(CudaForward *f, const GpuModel *m, int T, Err *e) {
     return rc;
 }
 
-extern "C" CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, Err *e) {
+/* ---------------------------------------------------------------- generation */
+
+/* One step of every image: the forward pass of the B tokens at *pos (which advances it), then
+ * the sampler, which writes that position of each image and makes it the next token. */
+static bool step_launches(CudaForward *f) {
+    if (!forward(f, f->B, 1)) return false;
+    sample_kernel<<<(f->B + 127) / 128, 128, 0, f->stream>>>(f->out, f->c.n_mix, f->rng, f->img, f->tok, f->pos, f->B,
+                                                            f->c.seq_len);
+    return CKL("sample_kernel");
+}
+
+/* The draws' buffers and the graph of one step, captured once and replayed at every position. */
+static bool draws_init(CudaForward *f) {
+    size_t B = f->B, N = f->c.seq_len;
+    bool ok = CK(cudaMalloc((void **)&f->rng, B * sizeof(Rng))) && CK(cudaMalloc((void **)&f->img, B * N)) &&
+              CK(cudaMemset(f->img, 0, B * N)) &&
+              /* a valid PCG32 state until cuda_draw_begin sets the streams (all-zero would never
+               * leave 0, and pcg32_uniform redraws 0) */
+              CK(cudaMemset(f->rng, 0xff, B * sizeof(Rng))) && CK(cudaDeviceSynchronize());
+    /* one step run directly first (from position 0, so every index stays in bounds): it loads
+     * every kernel and cuBLAS's state outside the capture (lazy module loading) */
+    ok = ok && reset(f) && step_launches(f) && CK(cudaStreamSynchronize(f->stream));
+    /* capture the step once; the capture is ended even when a launch in it failed */
+    ok = ok && CK(cudaStreamBeginCapture(f->stream, cudaStreamCaptureModeThreadLocal));
+    if (ok) {
+        bool launched = step_launches(f);
+        cudaGraph_t g = NULL;
+        ok = CK(cudaStreamEndCapture(f->stream, &g)) && launched;
+        f->graph = g;
+    }
+    return ok && CK(cudaGraphInstantiate(&f->exec, f->graph, 0)) && reset(f) && CK(cudaStreamSynchronize(f->stream));
+}
+
+/* ---------------------------------------------------------------- the C API */
+
+extern "C" CudaForward *cuda_forward_new(const GpuModel *m, int B, int T, int draws, Err *e) {
     if (B < 1 || T < 1 || T > m->cfg.seq_len) { err_set(e, "CUDA forward: bad capacity B=%d T=%d", B, T); return NULL; }
-    CudaForward *f = forward_create(m, B, T, m->tf32);   /* TF32: diagnostics, how far it moves the outputs */
-    if (!f) { take_error(e); return NULL; }
-    /* the canary's positions: enough rows that the products take the path of a run's many rows */
+    /* TF32: diagnostics of the forward pass, how far it moves the outputs; never for drawing */
+    CudaForward *f = forward_create(m, B, T, draws ? 0 : m->tf32);
+    if (!f || (draws && !draws_init(f))) { forward_destroy(f); take_error(e); return NULL; }
+    /* the canary's positions: those of a step when drawing, else enough rows that the products
+     * take the path of a run's many rows */
     int Tc = 1;
-    while (Tc < T && (size_t)B * Tc <= SMALL_ROWS) Tc++;
+    while (!draws && Tc < T && (size_t)B * Tc <= SMALL_ROWS) Tc++;
     if (canary(f, m, Tc, e)) { forward_destroy(f); return NULL; }
     return f;
 }
@@ -1019,125 +1063,34 @@ extern "C" int cuda_forward_run(CudaForward *f, const int *tokens, int B, int T,
     return 0;
 }
 
-/* ---------------------------------------------------------------- generation */
-
-typedef struct {
-    CudaForward *f;
-    Rng *rng;
-    unsigned char *img;           /* [B][N] */
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-} Sampler;
-
-static void sampler_free(Sampler *s) {
-    if (s->exec) cudaGraphExecDestroy(s->exec);
-    if (s->graph) cudaGraphDestroy(s->graph);
-    cudaFree(s->rng);
-    cudaFree(s->img);
-    forward_destroy(s->f);
-    memset(s, 0, sizeof *s);
-}
-
-/* One step of every image: the forward pass of the B tokens at *pos (which advances it), then
- * the sampler, which writes that position of each image and makes it the next token. */
-static bool step_launches(Sampler *s) {
-    CudaForward *f = s->f;
-    if (!forward(f, f->B, 1)) return false;
-    sample_kernel<<<(f->B + 127) / 128, 128, 0, f->stream>>>(f->out, f->c.n_mix, s->rng, s->img, f->tok, f->pos, f->B,
-                                                            f->c.seq_len);
-    return CKL("sample_kernel");
-}
-
-static bool sampler_init(Sampler *s, const GpuModel *m, int B, int T, int tf32) {
-    memset(s, 0, sizeof *s);
-    s->f = forward_create(m, B, T, tf32);
-    if (!s->f) return false;
-    size_t N = m->cfg.seq_len;
-    bool ok = CK(cudaMalloc((void **)&s->rng, B * sizeof(Rng))) && CK(cudaMalloc((void **)&s->img, (size_t)B * N)) &&
-              CK(cudaMemset(s->img, 0, (size_t)B * N)) &&
-              /* a valid PCG32 state until sampler_start sets the streams (all-zero would never
-               * leave 0, and pcg32_uniform redraws 0) */
-              CK(cudaMemset(s->rng, 0xff, B * sizeof(Rng))) && CK(cudaDeviceSynchronize());
-    /* one step run directly first (from position 0, so every index stays in bounds): it loads
-     * every kernel and cuBLAS's state outside the capture (lazy module loading) */
-    ok = ok && reset(s->f) && step_launches(s) && CK(cudaStreamSynchronize(s->f->stream));
-    /* capture the step once; the capture is ended even when a launch in it failed */
-    ok = ok && CK(cudaStreamBeginCapture(s->f->stream, cudaStreamCaptureModeThreadLocal));
-    if (ok) {
-        bool launched = step_launches(s);
-        cudaGraph_t g = NULL;
-        ok = CK(cudaStreamEndCapture(s->f->stream, &g)) && launched;
-        s->graph = g;
-    }
-    return ok && CK(cudaGraphInstantiate(&s->exec, s->graph, 0));
-}
-
-/* Back to position 0 with B fresh streams and every token BOS (no prefix). */
-static bool sampler_start(Sampler *s, uint64_t seed, uint64_t first_stream, int *tok_host, Rng *rng_host) {
-    CudaForward *f = s->f;
-    for (int b = 0; b < f->B; b++) {
-        rng_init(&rng_host[b], seed, first_stream + (uint64_t)b);
-        tok_host[b] = BOS_TOKEN;
-    }
-    return reset(f) && CK(cudaMemcpyAsync(s->rng, rng_host, f->B * sizeof(Rng), cudaMemcpyHostToDevice, f->stream)) &&
-           CK(cudaMemcpyAsync(f->tok, tok_host, f->B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
-           CK(cudaStreamSynchronize(f->stream));
-}
-
-extern "C" int cuda_generate(const GpuModel *m, unsigned char *imgs, int n, const GenOptions *o, Err *e) {
-    const Config *c = &m->cfg;
-    int N = c->seq_len, B = o->batch < n ? o->batch : n, P = o->prefix_len, TP = P > 1 ? P : 1;
-    if (B < 1) B = 1;
-    if (P < 0 || P >= N) return err_set(e, "prefix of %d values: must be in 0..%d", P, N - 1);
-    if (n <= 0) return 0;
-    Sampler s;
-    if (!sampler_init(&s, m, B, TP, 0)) { sampler_free(&s); return take_error(e); }
-    if (canary(s.f, m, 1, e)) { sampler_free(&s); return -1; }   /* a step's launches, B rows */
-    CudaForward *f = s.f;
-    int *tok = (int *)xcalloc((size_t)B * TP, sizeof(int));
-    Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
-    unsigned char *stage = (unsigned char *)xcalloc((size_t)B, N);
-    int done = 0;
-    bool ok = true;
-    for (int start = 0; start < n && ok; start += B) {
-        int nb = n - start < B ? n - start : B;
-        ok = sampler_start(&s, o->seed, (uint64_t)(o->first + start), tok, rng);
-        if (ok && P > 0) {   /* prefill: positions 0..P-1 in parallel form, tokens BOS, x1 .. x(P-1) */
-            memset(stage, 0, (size_t)B * N);
-            for (int b = 0; b < B; b++) {
-                if (b < nb) memcpy(stage + (size_t)b * N, o->prefix + (size_t)(start + b) * N, P);
-                tok[b * P] = BOS_TOKEN;
-                for (int t = 1; t < P; t++) tok[b * P + t] = stage[(size_t)b * N + t - 1];
-            }
-            ok = CK(cudaMemcpyAsync(s.img, stage, (size_t)B * N, cudaMemcpyHostToDevice, f->stream)) &&
-                 CK(cudaMemcpyAsync(f->tok, tok, (size_t)B * P * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
-                 forward(f, B, P);
-            for (int b = 0; b < B; b++) tok[b] = stage[(size_t)b * N + P - 1];   /* position P sees x(P-1) */
-            ok = ok && CK(cudaMemcpyAsync(f->tok, tok, B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
-                 CK(cudaStreamSynchronize(f->stream));
-        }
-        for (int t = P; t < N && ok; t++) {
-            if (o->on_step) o->on_step(o->user, t, 0);
-            ok = CK(cudaGraphLaunch(s.exec, f->stream));
-            /* wait now and then (the stop flag, progress), or at every step when the caller measures it */
-            int wait = o->on_step || t % 32 == 31 || t == N - 1;
-            if (ok && wait) ok = CK(cudaStreamSynchronize(f->stream));
-            if (!ok) break;
-            if (o->on_step) o->on_step(o->user, t, 1);
-            if (wait && o->progress) progress_update(o->progress, (double)start * (N - P) + (double)nb * (t + 1 - P));
-            if (wait && o->stop && *o->stop) goto out;
-        }
-        ok = ok && CK(cudaMemcpyAsync(imgs + (size_t)start * N, s.img, (size_t)nb * N, cudaMemcpyDeviceToHost, f->stream)) &&
-             CK(cudaStreamSynchronize(f->stream));
-        if (ok) done += nb;
-    }
-out:
-    if (!ok) done = take_error(e);
+extern "C" int cuda_draw_begin(CudaForward *f, const unsigned char *img, const Rng *rng, int B, Err *e) {
+    int N = f->c.seq_len, t = f->n_pos;
+    if (!f->exec) return err_set(e, "CUDA draws: the engine was made without them");
+    if (B < 1 || B > f->B || t >= N) return err_set(e, "CUDA draws: %d images at position %d", B, t);
+    /* position t's input: x(t-1), BOS at 0; the rows past B run too (the graph's), on BOS */
+    int *tok = (int *)xmalloc((size_t)f->B * sizeof(int));
+    for (int b = 0; b < f->B; b++) tok[b] = b < B && t > 0 ? img[(size_t)b * N + t - 1] : BOS_TOKEN;
+    bool ok = !failed && CK(cudaMemcpyAsync(f->img, img, (size_t)B * N, cudaMemcpyHostToDevice, f->stream)) &&
+              CK(cudaMemcpyAsync(f->rng, rng, (size_t)B * sizeof(Rng), cudaMemcpyHostToDevice, f->stream)) &&
+              CK(cudaMemcpyAsync(f->tok, tok, (size_t)f->B * sizeof(int), cudaMemcpyHostToDevice, f->stream)) &&
+              CK(cudaStreamSynchronize(f->stream));
     free(tok);
-    free(rng);
-    free(stage);
-    sampler_free(&s);
-    return done;
+    return ok ? 0 : take_error(e);
+}
+
+extern "C" int cuda_draw_step(CudaForward *f, int wait, Err *e) {
+    if (f->n_pos >= f->c.seq_len) return err_set(e, "CUDA draws: past the last position");
+    bool ok = !failed && CK(cudaGraphLaunch(f->exec, f->stream)) && (!wait || CK(cudaStreamSynchronize(f->stream)));
+    if (!ok) return take_error(e);
+    f->n_pos++;
+    return 0;
+}
+
+extern "C" int cuda_draw_end(CudaForward *f, unsigned char *img, Rng *rng, int B, Err *e) {
+    bool ok = !failed && CK(cudaMemcpyAsync(img, f->img, (size_t)B * f->c.seq_len, cudaMemcpyDeviceToHost, f->stream)) &&
+              CK(cudaMemcpyAsync(rng, f->rng, (size_t)B * sizeof(Rng), cudaMemcpyDeviceToHost, f->stream)) &&
+              CK(cudaStreamSynchronize(f->stream));
+    return ok ? 0 : take_error(e);
 }
 
 /* ---------------------------------------------------------------- for tests and the benchmark */
@@ -1164,26 +1117,26 @@ extern "C" int cuda_bench_step(const GpuModel *m, int B, int steps, int tf32, do
     int N = m->cfg.seq_len, warm = 8;
     if (steps + warm > N) steps = N - warm;
     if (steps < 1) return err_set(e, "cuda_bench_step: too few positions");
-    Sampler s;
-    if (!sampler_init(&s, m, B, 1, tf32)) { sampler_free(&s); return take_error(e); }
-    if (canary(s.f, m, 1, e)) { sampler_free(&s); return -1; }
-    bool ok = true;
-    int *tok = (int *)xcalloc(B, sizeof(int));
+    CudaForward *f = forward_create(m, B, 1, tf32);
+    if (!f || !draws_init(f)) { forward_destroy(f); return take_error(e); }
+    if (canary(f, m, 1, e)) { forward_destroy(f); return -1; }
+    unsigned char *img = (unsigned char *)xcalloc((size_t)B, N);
     Rng *rng = (Rng *)xcalloc(B, sizeof(Rng));
-    cudaEvent_t a = NULL, b = NULL;
-    ok = ok && sampler_start(&s, 1, 0, tok, rng) && CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&b));
-    for (int i = 0; i < warm && ok; i++) ok = CK(cudaGraphLaunch(s.exec, s.f->stream));
-    ok = ok && CK(cudaEventRecord(a, s.f->stream));
-    for (int i = 0; i < steps && ok; i++) ok = CK(cudaGraphLaunch(s.exec, s.f->stream));
-    ok = ok && CK(cudaEventRecord(b, s.f->stream)) && CK(cudaEventSynchronize(b));
+    for (int b = 0; b < B; b++) rng_init(&rng[b], 1, (uint64_t)b);
+    cudaEvent_t a = NULL, z = NULL;
+    bool ok = cuda_draw_begin(f, img, rng, B, e) == 0 && CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&z));
+    for (int i = 0; i < warm && ok; i++) ok = CK(cudaGraphLaunch(f->exec, f->stream));
+    ok = ok && CK(cudaEventRecord(a, f->stream));
+    for (int i = 0; i < steps && ok; i++) ok = CK(cudaGraphLaunch(f->exec, f->stream));
+    ok = ok && CK(cudaEventRecord(z, f->stream)) && CK(cudaEventSynchronize(z));
     float ms = 0;
-    ok = ok && CK(cudaEventElapsedTime(&ms, a, b));
+    ok = ok && CK(cudaEventElapsedTime(&ms, a, z));
     if (a) cudaEventDestroy(a);
-    if (b) cudaEventDestroy(b);
-    free(tok);
+    if (z) cudaEventDestroy(z);
+    free(img);
     free(rng);
-    sampler_free(&s);
-    if (!ok) return take_error(e);
+    forward_destroy(f);
+    if (!ok) return failed ? take_error(e) : -1;
     *sec_per_step = ms / 1e3 / steps;
     return 0;
 }

@@ -20,7 +20,6 @@
 extern "C" {   /* the C headers too: their functions are C's */
 #endif
 #include "../config.h"
-#include "../generate.h"
 #include "../rng.h"
 #include "../util.h"
 
@@ -57,19 +56,24 @@ int cuda_probe(Err *e);
  * the ranks of an MPI job on one node pass their local rank, and each gets a GPU of its own. */
 int cuda_use_device(int index, Err *e);
 
-/* generate() on the GPU: the same images array, options and per-image streams. Each step of a
- * batch (every layer, the head and the sampler) is one CUDA graph replay; the sampler draws
- * from dmol.c's PMF with rng.c's streams. */
-int cuda_generate(const GpuModel *g, unsigned char *imgs, int n, const GenOptions *o, Err *e);
-
 /* transformer_forward() on the GPU: B sequences of T new positions on top of the memory of
  * those already run; head outputs copied to out [B][T][3M] (host). Capacity B x T is fixed at
- * creation; reset empties the memory (position 0). */
+ * creation; reset empties the memory (position 0). draws = 1: also generation (below), whose
+ * step (every layer, the head and the sampler) is captured as one CUDA graph at creation. */
 typedef struct CudaForward CudaForward;
-CudaForward *cuda_forward_new(const GpuModel *g, int B, int T, Err *e);
+CudaForward *cuda_forward_new(const GpuModel *g, int B, int T, int draws, Err *e);
 int  cuda_forward_run(CudaForward *f, const int *tokens, int B, int T, float *out, Err *e);
 void cuda_forward_reset(CudaForward *f);
 void cuda_forward_free(CudaForward *f);
+
+/* Generation from the current position t (engine.h's engine_draw_*): begin uploads the B images
+ * [B][N] (their values before t) and streams [B]; each step replays the graph: position t's
+ * inputs x(t-1) through the model, then dmol.c's draw (rng.c's streams, temperature 1) of x(t)
+ * into the GPU's copy of the images; wait = 0 returns without waiting for it. end copies the
+ * images and the advanced streams back. */
+int cuda_draw_begin(CudaForward *f, const unsigned char *img, const Rng *rng, int B, Err *e);
+int cuda_draw_step(CudaForward *f, int wait, Err *e);
+int cuda_draw_end(CudaForward *f, unsigned char *img, Rng *rng, int B, Err *e);
 
 #ifdef LINGEN_CUDA
 /* For tests and the benchmark only (not in the CPU-only build). */

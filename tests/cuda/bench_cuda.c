@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cuda/lingen_cuda.h"
-#include "device.h"
+#include "engine.h"
 #include "generate.h"
 #include "gpu_model.h"
 
@@ -55,8 +55,7 @@ int main(int argc, char **argv) {
     }
     if (image) {
         unsigned char *img = xcalloc(1, N);
-        GenOptions o = {.seed = 1, .batch = 1};
-        device_select(DEVICE_CUDA, 0, &e);
+        GenOptions o = {.device = DEVICE_CUDA, .seed = 1, .batch = 1};
         generate(&m, img, 1, &o, &e);   /* warm: the first run also loads the kernels */
         double t0 = now_seconds();
         int done = generate(&m, img, 1, &o, &e);

@@ -24,7 +24,7 @@
 #include "commands.h"
 #include "cuda/lingen_cuda.h"
 #include "dataset.h"
-#include "device.h"
+#include "engine.h"
 #include "dmol.h"
 #include "evaluate.h"
 #include "generate.h"
@@ -114,23 +114,21 @@ static int gpu_pieces(const Golden *G, const int *pieces, int n_pieces, float *g
     for (int i = 0; i < n_pieces; i++) maxT = pieces[i] > maxT ? pieces[i] : maxT;
     if (maxT > G->T) maxT = G->T;
     Err e;
-    CudaForward *f = gpu_forward_new(&G->m, G->B, maxT, &e);
-    if (!f) { printf("     %s\n", e.msg); return -1; }
+    Engine *en = engine_new(&G->m, DEVICE_CUDA, G->B, maxT, 0, &e);
+    if (!en) { printf("     %s\n", e.msg); return -1; }
     int *tok = xmalloc((size_t)G->B * maxT * sizeof(int));
-    float *out = xmalloc((size_t)G->B * maxT * G->K * sizeof(float));
     int rc = 0;
     for (int t = 0, p = 0; t < G->T; p++) {
         int T = pieces[p % n_pieces];
         if (t + T > G->T) T = G->T - t;
         for (int b = 0; b < G->B; b++) memcpy(tok + b * T, G->tokens + (size_t)b * G->T + t, T * sizeof(int));
-        if (cuda_forward_run(f, tok, G->B, T, out, &e)) { printf("     %s\n", e.msg); rc = -1; break; }
+        if (engine_forward(en, tok, G->B, T, &e)) { printf("     %s\n", e.msg); rc = -1; break; }
         for (int b = 0; b < G->B; b++)
-            memcpy(got + ((size_t)b * G->T + t) * G->K, out + (size_t)b * T * G->K, (size_t)T * G->K * sizeof(float));
+            memcpy(got + ((size_t)b * G->T + t) * G->K, en->out + (size_t)b * T * G->K, (size_t)T * G->K * sizeof(float));
         t += T;
     }
     free(tok);
-    free(out);
-    cuda_forward_free(f);
+    engine_free(en);
     return rc;
 }
 
@@ -222,15 +220,12 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
         return;
     }
     double *cpu = xcalloc(ds.n, sizeof(double)), *gpu = xcalloc(ds.n, sizeof(double));
-    device_select(DEVICE_CPU, 0, &e);
     double t0 = now_seconds();
-    int rc = evaluate_bits_per_dim(&m, ds.images, ds.n, 16, 0, cpu, NULL, NULL, &e);
+    int rc = evaluate_bits_per_dim(&m, DEVICE_CPU, ds.images, ds.n, 16, 0, cpu, NULL, NULL, &e);
     double t_cpu = now_seconds() - t0;
     if (rc == 0) {
-        device_select(DEVICE_CUDA, 0, &e);
         t0 = now_seconds();
-        rc = evaluate_bits_per_dim(&m, ds.images, ds.n, batch, step_form, gpu, NULL, NULL, &e);
-        device_select(DEVICE_CPU, 0, &e);
+        rc = evaluate_bits_per_dim(&m, DEVICE_CUDA, ds.images, ds.n, batch, step_form, gpu, NULL, NULL, &e);
     }
     double t_gpu = now_seconds() - t0;
     if (rc) check(0, label, "%s", e.msg);
@@ -247,15 +242,13 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
               t_cpu, t_gpu);
         if (!step_form) {   /* not a check: how far TF32 tensor cores (LINGEN_CUDA_TF32) would move it */
             setenv("LINGEN_CUDA_TF32", "1", 1);
-            device_select(DEVICE_CUDA, 0, &e);
-            if (evaluate_bits_per_dim(&m, ds.images, ds.n, batch, 0, gpu, NULL, NULL, &e) == 0) {
+            if (evaluate_bits_per_dim(&m, DEVICE_CUDA, ds.images, ds.n, batch, 0, gpu, NULL, NULL, &e) == 0) {
                 worst = 0;
                 for (int i = 0; i < ds.n; i++)
                     if (!(fabs(cpu[i] - gpu[i]) <= worst)) worst = fabs(cpu[i] - gpu[i]);
                 mean_and_stderr(gpu, ds.n, &mg, &se);
                 printf("info %-48s TF32 GEMMs: GPU %.6f, max per-image diff %.2e from the CPU\n", label, mg, worst);
             }
-            device_select(DEVICE_CPU, 0, &e);
             unsetenv("LINGEN_CUDA_TF32");
         }
     }
@@ -369,16 +362,14 @@ static void test_generate(const char *model_rel, int n, int batch, int prefix) {
     unsigned char *cpu = xcalloc((size_t)n, N), *gpu = xcalloc((size_t)n, N), *pre = xcalloc((size_t)n, N);
     for (size_t i = 0; i < (size_t)n * N; i++) pre[i] = (unsigned char)((i * 2654435761u) >> 13);
     GenOptions o = {.seed = 3, .batch = batch, .prefix = prefix ? pre : NULL, .prefix_len = P};
-    device_select(DEVICE_CPU, 0, &e);
     double t0 = now_seconds();
     int dc = generate(&m, cpu, n, &o, &e);
     double t_cpu = now_seconds() - t0;
     int dg = -1;
     if (dc == n) {
-        device_select(DEVICE_CUDA, 0, &e);
+        o.device = DEVICE_CUDA;
         t0 = now_seconds();
         dg = generate(&m, gpu, n, &o, &e);
-        device_select(DEVICE_CPU, 0, &e);
     }
     double t_gpu = now_seconds() - t0;
     if (dc != n || dg != n) check(0, label, "generate returned %d (CPU), %d (GPU): %s", dc, dg, e.msg);
@@ -412,7 +403,12 @@ static void test_errors(void) {
     Model m;
     Err e;
     if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, "errors", "%s", e.msg); return; }
-    CudaForward *f = gpu_forward_new(&m, 2, 4, &e);
+    GpuModel g;
+    CudaForward *f = NULL;
+    if (gpu_model_init(&g, &m, &e) == 0) {
+        f = cuda_forward_new(&g, 2, 4, 0, &e);
+        gpu_model_free(&g);
+    }
     if (!f) { check(0, "errors", "%s", e.msg); model_free(&m); return; }
     int tok[10] = {256, 1, 2, 3, 4, 256, 1, 2, 3, 4};
     float out[10 * 30];
@@ -463,21 +459,19 @@ static void test_canary(const char *model_rel) {
         for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
             snprintf(label, sizeof label, "canary: %s, two rows of %s swapped, %dx%d", model_rel, swaps[w].what,
                      shapes[k][0], shapes[k][1]);
-            CudaForward *f = cuda_forward_new(&g, shapes[k][0], shapes[k][1], &e);
+            CudaForward *f = cuda_forward_new(&g, shapes[k][0], shapes[k][1], 0, &e);
             check(!f && strstr(e.msg, "differs from the CPU's"), label, "%s", f ? "accepted" : e.msg);
             cuda_forward_free(f);
         }
-        unsigned char *img = xcalloc(2, c->seq_len);
-        GenOptions o = {.seed = 1, .batch = 2};
-        int done = cuda_generate(&g, img, 2, &o, &e);
+        CudaForward *f = cuda_forward_new(&g, 2, 1, 1, &e);   /* a sampling engine: its step graph */
         snprintf(label, sizeof label, "canary: %s, two rows of %s swapped, sampling", model_rel, swaps[w].what);
-        check(done < 0 && strstr(e.msg, "differs from the CPU's"), label, "%s", done >= 0 ? "sampled" : e.msg);
-        free(img);
+        check(!f && strstr(e.msg, "differs from the CPU's"), label, "%s", f ? "sampled" : e.msg);
+        cuda_forward_free(f);
         g.layers[0].qkv = good;
     }
     /* its cost: the CPU's two tokens (above) and a GPU forward at batch 64, against a run */
     t0 = now_seconds();
-    CudaForward *f = cuda_forward_new(&g, 64, 1, &e);
+    CudaForward *f = cuda_forward_new(&g, 64, 1, 0, &e);
     double t_new = now_seconds() - t0;
     check(f != NULL, "canary: the right layout passes", "%s", f ? "" : e.msg);
     if (f) {
