@@ -10,8 +10,8 @@
  * colours, and a sample grid of RGB images has thousands, so RGB is rounded to a fixed 6x7x6
  * cube: each channel to the nearest of 6 evenly spaced levels (red, blue: at most 25 off in
  * 255) or 7 (green, the eye's most sensitive: at most 21 off). A palette per region of a frame
- * could be exact, but that makes each frame several images with no delay between them, which
- * browsers show for 100 ms each. */
+ * could be exact, but that makes each frame several images with no delay between them, and
+ * browsers give a frame without a delay their own default delay: the parts would show in turn. */
 #ifndef LINGEN_ANIM_H
 #define LINGEN_ANIM_H
 #include "output.h"

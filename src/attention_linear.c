@@ -54,9 +54,8 @@ static inline __attribute__((always_inline)) void step(const int D, float *restr
     float den = 0;
     for (int a = 0; a < D; a++) { z[a] += pk[a]; den += pq[a] * z[a]; }
     /* Rows of S in pairs, each updated and then read out (one pass over S). The readout sums over
-     * the rows one add after another: two sums, of the even and the odd rows, wait half as long
-     * (batch 64 on 2 Xeon threads: the attention 383-402 against 452-502 us a step, where a pass
-     * over its state alone takes 338-361). */
+     * the rows one add after another: two sums, of the even and the odd rows, halve the chain of
+     * dependent adds it waits on (docs/speed.md, Where the time goes). */
     float even[D], odd[D];
     for (int e = 0; e < D; e++) even[e] = odd[e] = 0;
     int a = 0;
@@ -153,14 +152,14 @@ static void attention_item(void *ctx, int item, int thread) {
 void linear_attention(const Config *c, float *S, float *z, const float *qkv, float *out, uint16_t *out16,
                       int B, int T, float *scratch) {
     int pairs = B * c->n_heads;
-    /* A step's pair is a microsecond of work: take several at once, about 8 items per thread. */
+    /* A step's pair is little work: take several at once, about 8 items per thread. */
     int per_item = T > 1 ? 1 : pairs / (8 * threads_count());
     if (per_item < 1) per_item = 1;
     Attn a = {c, S, z, out, scratch, T == 1 ? out16 : NULL, qkv, T, pairs, per_item, linear_attention_scratch(c, T)};
     int items = items_of(pairs, per_item);
-    /* A step's state of a few tens of KB (batch 1 to 3 of 8 heads of 32) takes a microsecond or
-     * two: less than handing it out to the other threads costs, and its S then stays in the
-     * caller's cache (2 EPYC threads, batch 1: 8.1-8.3 images/s against 7.3-7.5). */
+    /* A step's state of a few tens of KB (batch 1 to 3 of 8 heads of 32) is less work than
+     * handing it out to the other threads costs, and its S then stays in the caller's cache
+     * (docs/speed.md, Memory: batch 1). */
     parallel_for_if(T > 1 || (size_t)pairs * c->d_head * c->d_head >= STEP_ALONE_FLOATS, items, attention_item, &a,
                     (double)pairs * T);
 }

@@ -105,8 +105,8 @@ static long rank_threads(void) {
 }
 
 /* OpenBLAS built with its own threads starts them as it loads, and one left idle spins on
- * sched_yield for a tenth of a second or more: at the start of every run it takes time from
- * lingen (on 2 cores, -n 8: 4,800 calls). Its shutdown function, where the library has one
+ * sched_yield: at the start of every run it takes a core from lingen's threads (docs/speed.md,
+ * Threads). Its shutdown function, where the library has one
  * (not in its serial or OpenMP builds: a weak symbol), stops them; OpenBLAS starts them again
  * if it ever needs them. */
 extern void blas_thread_shutdown_(void) __attribute__((weak));

@@ -33,8 +33,8 @@ typedef __m512 vec;
 /* Rows per tile, at most 14: 14 x 2 accumulators + 2 weight vectors + 1 broadcast = 31 of 32.
  * A tile loads and widens (float16 to float32) a panel's two weight vectors per input, so for
  * panels of halves (the models') more rows a tile do fewer of those per multiply-add; panels
- * of floats, with nothing to widen, run faster in tiles of 8 (2 cores, 1024^3: 480 against 455
- * GFLOP/s for 14). */
+ * of floats, with nothing to widen, run faster in tiles of 8 (docs/speed.md, The kernel a step
+ * takes). */
 #define MR 14
 #define MR_FLOAT 8
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -362,8 +362,8 @@ static void round_rows(void *ctx, int item, int thread) {
 
 /* x [rows, n_in] as bfloat16 pairs [rows, (n_in + 1) / 2], the last pair padded with 0: the
  * calling thread's buffer, grown as needed. 1/32 of the product's instructions, done once; on
- * all the threads where that beats one more loop's end (a batch of 256 on 16 cores: on the
- * caller alone, the rounding held 16 threads' steps to 0.6x of float32's). */
+ * all the threads where that beats one more loop's end (at a large batch on many threads, the
+ * caller rounding alone would keep the others waiting at every product: docs/speed.md, Memory). */
 static const void *bf16_rows(const float *x, int rows, int n_in) {
     static _Thread_local uint16_t *buf;
     static _Thread_local size_t cap;
@@ -398,8 +398,8 @@ static void product_on(float *out, const float *x, Packed W, int bf16, const flo
     /* Smaller row blocks when there would be too few items to keep every thread busy to the
      * end: each panel is then read by several blocks, from the shared cache. */
     /* A step's rows split evenly, a block a thread: each thread takes its own rows, as in the
-     * step's other loops, so its inputs are in its own cache (matmul_amx.c says more; batch 64 on
-     * 2 EPYC threads: 1.05x, 9 of 10 alternating pairs faster) */
+     * step's other loops, so its inputs are in its own cache (matmul_amx.c says more;
+     * docs/speed.md, Threads: the row split) */
     int share = threads_even_share(rows, 2 * MR);
     if (share && share <= MB) mb = share;
     else

@@ -2,9 +2,10 @@
  *
  * Packed layout: the output columns in panels of MATMUL_NR (32 with AVX-512, else 16); panel
  * p holds W[NR p + j][i] at [p][i][j], zero past the last column. A panel is the micro-kernel's whole
- * right-hand operand, read front to back, so no product packs the weights again: at a batch of
- * 64 rows (RNN sampling) packing was a fifth of OpenBLAS's time, since the weights stream from
- * memory at every step. The products run on lingen's threads (threads.h). */
+ * right-hand operand, read front to back, so no product packs the weights again: a sampling
+ * step streams every weight from memory, and packing them in each product, as a BLAS does, would
+ * stream them once more (docs/speed.md, The kernel a step takes). The products run on lingen's
+ * threads (threads.h). */
 #ifndef LINGEN_MATMUL_H
 #define LINGEN_MATMUL_H
 #include <stddef.h>

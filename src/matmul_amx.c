@@ -206,8 +206,8 @@ static void split_rows(void *ctx, int item, int thread) {
 /* The sums of row tile rt, column tiles c0 .. c0 + 31 (tile registers a and b), into out with
  * the activation, and rounded into out16: a whole block with neither straight from the tiles,
  * else through buf (its rows 128 bytes apart, in the L1 cache). Reading stored outputs back
- * from out cost more: its rows are n_out floats apart, 4 KB at d_ff = 1,024, and a block's 16
- * rows crowded one L1 set (ff1's product, relu and rounded outputs, ran at half qkv's rate). */
+ * from out costs more: its rows are n_out floats apart, 4 KB at d_ff = 1,024, and a block's 16
+ * rows crowd one L1 set (docs/speed.md, Memory: sums through the L1 cache). */
 #define STORE_SUMS(a, b, rt)                                                                            \
     do {                                                                                                \
         int r0_ = (rt) * TR, nr_ = q->rows - r0_ < q->tile_rows ? q->rows - r0_ : q->tile_rows;         \
@@ -301,7 +301,7 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
                 int act, int bf16, const uint16_t *x16, uint16_t *out16) {
     int ld = round_up(n_in, KB), pairs = round_up(n_out, 2 * TC) / (2 * TC), pieces = bf16 ? 1 : PIECES;
     /* items: every thread two, if the work allows; eight beyond two threads, where a loop's end
-     * waits for the slowest of many (batch 256 on 16 Xeon threads: 1.16x, 3 alternating rounds) */
+     * waits for the slowest of many: a thread done early takes over part of a slow one's share */
     int threads = threads_count();
     size_t enough = (size_t)(threads > 2 ? 8 : 2) * threads;
     for (int r0 = 0; r0 < rows; r0 += CHUNK) {
@@ -312,8 +312,8 @@ void matmul_amx(float *out, const float *x, const uint16_t *W, const float *b, i
          * columns, in two items (a thread done early takes another's second). The threads' ranges
          * (threads.c) then give every thread the rows that it wrote and will read next in the step's
          * other loops (layer norms, attention, residuals: rows in order too), so no input comes from
-         * another core's cache. Xeon, alternating: batch 64 on 2 threads 1.26x (10 pairs), batch 256
-         * on 16 (one tile a thread, though the kernel takes tiles in twos) 1.19x (5 rounds). */
+         * another core's cache (docs/speed.md, Threads: the row split). One row tile a thread is
+         * enough, though the kernel takes tiles in twos. */
         int share = bf16 && pairs > 1 ? threads_even_share(row_tiles, 1) : 0;
         int per = share ? (pairs + 1) / 2 : pairs, tiles = share ? share : row_tiles;
         if (!share) {   /* one pair an item before the rows are split: each item streams its pairs' weights once */

@@ -1,4 +1,4 @@
-/* y = x W^T + b on Intel AMX tiles (Xeon Sapphire Rapids and later), for float16 weights, at
+/* y = x W^T + b on Intel AMX tiles (processors with AMX-BF16), for float16 weights, at
  * float32's accuracy, or as matmul.h's bfloat16 products.
  *
  * A tile product takes bfloat16 values (8 significant bits) and sums in float32. A float16 weight
@@ -6,17 +6,15 @@
  * x = xh + xm + xl. Of the six products five are taken, each exact in float32; the sixth, xl Wl,
  * is below float32's rounding of the sum:
  *     x W = xh Wh + xh Wl + xm Wh + xm Wl + xl Wh.
- * The weights are split when the model is loaded, so a product only loads its tiles: 4 bytes a
- * weight, beside the 2 of matmul.c's panels (on 2 cores of a Xeon an evaluation of MNIST ran at
- * 9.2 images/s against 7.9 when each product split the float16 weights as it used them).
+ * The weights are split when the model is loaded, so a product only loads its tiles and never
+ * splits a weight again: 4 bytes a weight, beside the 2 of matmul.c's panels.
  *
  * The model uses it for the parallel form (transformer.c: evaluation, a prefix), where a
- * product has hundreds of rows or more: an evaluation of MNIST on a 16-core Xeon ran at 36.8
- * images/s against 22.7 with matmul.c's AVX-512 kernel (2 cores: 12.8 against 11.1), the same
- * bits/dim to 5 digits. A sampling step in float32 is not worth it there (five tile products per
- * value: 0.2-0.3x matmul.c's kernel at batch 1, 0.7-1.0x at 64); its bfloat16 products are
- * (matmul.h): each input rounded once, against Wh alone, one tile product per value (2 Xeon
- * cores: 2.1-2.3x matmul.c's AVX512-BF16 kernel at batch 64, 1.4x at 8, 0.8-0.95x at 1).
+ * product has hundreds of rows or more and the tiles outrun matmul.c's AVX-512 kernel, with the
+ * same bits/dim to 5 digits. A sampling step in float32 is not worth it there (five tile
+ * products per value, on a few rows); its bfloat16 products are (matmul.h): each input rounded
+ * once, against Wh alone, one tile product per value. docs/speed.md gives the figures (The
+ * kernel a step takes; The parallel form on AMX).
  *
  * Packed layout: output columns in tiles of 16, padded to a multiple of 32 (the kernel takes two
  * column tiles at once), inputs in blocks of 32 (zero padded). Column pair p holds block by block

@@ -13,8 +13,8 @@
  * learns of a new loop from its own range's word, and counts the items it ran in its own word
  * (a running total); the loop is over when the caller's items and the workers' totals' growth
  * since the last loop add up to n. (A count shared by all threads would travel from core to
- * core at the end of every loop: an empty loop took 4.3-5.2 us that way on 16 Xeon cores,
- * 2.9-3.7 us this way.) A worker reports its own range's items before it looks at the others'.
+ * core at the end of every loop, and every loop's end would wait for it: docs/speed.md,
+ * Threads.) A worker reports its own range's items before it looks at the others'.
  * Waiting (for a loop to start, for the last items to finish) spins for SPIN_SECONDS, then
  * sleeps on a futex: while threads sleep, another program or another of lingen's threads has
  * the core. */

@@ -8,12 +8,10 @@
  * included, and then takes what is left of the others' ranges: a thread that does not get a
  * core in time holds the loop up by at most the item it has in hand. Where even that costs more
  * than the other threads give (a busy machine), the loops run on the calling thread alone.
- * Idle threads spin a moment (the next loop usually follows within microseconds), then sleep
- * in the kernel.
+ * Idle threads spin a moment (the next loop usually follows at once), then sleep in the kernel.
  * The other way, each thread taking a group of whole images through all of a step's layers as
- * MPI ranks do (no loop shared), measured slower: 61-68 against 73-77 images/s at batch 256 on
- * 16 Xeon cores, 12-15 against 14-15 at batch 64 on 2 (each thread then reads every weight, not
- * its share of them). */
+ * MPI ranks do (no loop shared), is slower: each thread then reads every weight, not its share
+ * of them (docs/speed.md, Threads). */
 #ifndef LINGEN_THREADS_H
 #define LINGEN_THREADS_H
 #include <stdio.h>
@@ -44,8 +42,7 @@ typedef void (*ParallelFn)(void *ctx, int item, int thread);
 void parallel_for_named(int n_items, ParallelFn fn, void *ctx, double size, const char *name);
 #define parallel_for(n_items, fn, ctx, size) parallel_for_named(n_items, fn, ctx, size, __FILE__ ":" #fn)
 /* The same where `worth` says the loop has work enough to hand out; else every item on the
- * calling thread, in order (a loop of a microsecond or two costs more to hand out than it
- * saves). */
+ * calling thread, in order (a loop of little work costs more to hand out than it saves). */
 void parallel_for_if_named(int worth, int n_items, ParallelFn fn, void *ctx, double size, const char *name);
 #define parallel_for_if(worth, n_items, fn, ctx, size) \
     parallel_for_if_named(worth, n_items, fn, ctx, size, __FILE__ ":" #fn)
