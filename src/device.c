@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/lingen_cuda.h"
 #include "shard.h"
 
 static Device current = DEVICE_CPU;
@@ -27,7 +26,7 @@ int device_parse(const char *name, const char *cmd, Device *d) {
 int device_select(Device d, int probe, Err *e) {
     /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
 #ifdef LINGEN_CUDA
-    if (d == DEVICE_CUDA && probe && (cuda_probe(e) || cuda_use_device(shard_local_rank(), e))) return -1;
+    if (d == DEVICE_CUDA && probe && engine_cuda_use(shard_local_rank(), e)) return -1;
 #else
     (void)probe;
     (void)e;

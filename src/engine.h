@@ -70,6 +70,9 @@ int engine_forward(Engine *en, const int *tokens, int B, int T, Err *e);
 int engine_draw_begin(Engine *en, unsigned char *img, Rng *rng, int B, Err *e);
 int engine_draw_step(Engine *en, double temperature, int wait, Err *e);
 int engine_draw_end(Engine *en, Err *e);
+/* A GPU answers, and this process runs on GPU index (modulo those it sees) from now on: 0, or -1
+ * and why (engine_cuda.c; CUDA=1 builds only). */
+int engine_cuda_use(int index, Err *e);
 /* The devices' constructors (engine.c picks one) */
 Engine *engine_cpu_new(const Model *m, int B, int T, int flags, Err *e);
 Engine *engine_cuda_new(const Model *m, int B, int T, int flags, Err *e);

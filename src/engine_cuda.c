@@ -48,6 +48,8 @@ static void cuda_free(Engine *en) {
 
 static const EngineOps CUDA_OPS = {"cuda", cuda_forward, cuda_begin, cuda_step, cuda_end, cuda_reset, cuda_free};
 
+int engine_cuda_use(int index, Err *e) { return cuda_probe(e) || cuda_use_device(index, e) ? -1 : 0; }
+
 Engine *engine_cuda_new(const Model *m, int B, int T, int flags, Err *e) {
     GpuModel gm;
     if (gpu_model_init(&gm, m, e)) return NULL;

@@ -17,20 +17,13 @@
  * wide), and it is a hundredth of the work. */
 #ifndef LINGEN_PLAN_H
 #define LINGEN_PLAN_H
+#include "settings.h"   /* Precision */
 
 typedef struct {
     int bf16;   /* AVX512-BF16: the build has the kernel and the processor the instructions */
     int vnni;   /* AVX512-VNNI (vpdpwssd), for the 8-bit kernel's small batches */
     int amx;    /* AMX-BF16 tiles, and the operating system grants them */
 } Caps;
-
-/* The arithmetic of a sampling step's products (--precision; evaluation is float32 always). */
-typedef enum {
-    PRECISION_AUTO,   /* the fastest of the kinds below that this processor has, per batch */
-    PRECISION_F32,    /* float32 products (float16 weights widened exactly) */
-    PRECISION_BF16,   /* bfloat16 products where the processor has AVX512-BF16, else float32 */
-    PRECISION_INT8,   /* 8-bit weights at every batch */
-} Precision;
 
 typedef enum { KERNEL_F32, KERNEL_AMX, KERNEL_BF16, KERNEL_AMX_BF16, KERNEL_INT8 } Kernel;
 

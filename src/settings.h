@@ -2,7 +2,13 @@
  * ENVIRONMENT section lists them; `lingen version` prints those set). */
 #ifndef LINGEN_SETTINGS_H
 #define LINGEN_SETTINGS_H
-#include "plan.h"
+/* The arithmetic of a sampling step's products (--precision; evaluation is float32 always). */
+typedef enum {
+    PRECISION_AUTO,   /* the fastest of the kinds below that this processor has, per batch */
+    PRECISION_F32,    /* float32 products (float16 weights widened exactly) */
+    PRECISION_BF16,   /* bfloat16 products where the processor has AVX512-BF16, else float32 */
+    PRECISION_INT8,   /* 8-bit weights at every batch */
+} Precision;
 
 typedef struct {
     const char *data;        /* LINGEN_DATA: the datasets' root (or NULL) */
