@@ -52,20 +52,20 @@ int cmd_complete(int argc, char **argv) {
     const char *device = "cpu", *precision = NULL;
     int force = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
+        OPT_MODEL(path),
+        OPT_DATA(data),
         {"index", 'i', OPT_STR, &index, "LIST", "test images, e.g. 0-9, 3 or 0-4,7 (default 0-9 when no PNG is given)", 0, 0},
         {"image", 0, OPT_POS, NULL, "PNG", "an image of the model's size to complete (repeatable)", 0, 0},
         {"rows", 'r', OPT_INT, &rows, "R", "keep the top R rows (default half the height)", 1, 1000000},
         {"samples", 'k', OPT_INT, &K, "K", "completions per input (default 4)", 1, 1024},
-        {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); completion j depends only on (seed, j)", 0, 0x7fffffffffffffffL},
-        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
-        {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(inputs x K, 16))", 1, 4096},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        OPT_SEED(seed, "random seed (default 1); completion j depends only on (seed, j)"),
+        OPT_TEMPERATURE(temperature),
+        OPT_BATCH(batch, 4096, "images generated at once (default min(inputs x K, 16))"),
+        OPT_THREADS(threads),
         OPT_DEVICE(device),
         OPT_PRECISION(precision),
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default completions.png)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
+        OPT_OUTPUT(out, "PNG grid, a name ending in .png (default completions.png)"),
+        OPT_FORCE(force),
     };
     const char **files = xcalloc((size_t)argc, sizeof *files);
     int n_files = 0;

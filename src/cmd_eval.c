@@ -33,17 +33,17 @@ int cmd_eval(int argc, char **argv) {
     const char *device = "cpu";
     int force = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
+        OPT_MODEL(path),
+        OPT_DATA(data),
         {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
-        {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
-        {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)", 1, 4096},
+        OPT_LIMIT(limit, "only the first N images (default all)"),
+        OPT_BATCH(batch, 4096, "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)"),
         {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        OPT_THREADS(threads),
         OPT_DEVICE(device),
-        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
+        OPT_CEILING(ceiling),
+        OPT_JSON(json),
+        OPT_FORCE(force),
     };
     const char *pos[1];
     int npos = 0;

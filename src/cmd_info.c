@@ -46,9 +46,9 @@ int cmd_info(int argc, char **argv) {
     const char *path = NULL, *json = NULL;
     int force = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
+        OPT_MODEL(path),
+        OPT_JSON(json),
+        OPT_FORCE(force),
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "info",
                        "Show a model's configuration, parameter count, and the bytes of memory per image:\n"

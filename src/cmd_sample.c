@@ -186,22 +186,22 @@ int cmd_sample(int argc, char **argv) {
     Animation anim = {0};
     int force = 0;
     Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"n", 'n', OPT_INT, &n, "N", "number of images (default 16)", 1, 1000000},
-        {"batch", 'b', OPT_INT, &batch, "B", "images generated at once (default min(N, 64); on a GPU up to 4096, as 8 GB hold)", 1, 65536},
-        {"seed", 's', OPT_INT, &seed, "S", "random seed (default 1); image k depends only on (seed, k)", 0, 0x7fffffffffffffffL},
-        {"temperature", 0, OPT_DOUBLE, &temperature, "T", TEMPERATURE_HELP, 0, 0},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
+        OPT_MODEL(path),
+        OPT_IMAGES(n, "number of images (default 16)"),
+        OPT_BATCH(batch, 65536, "images generated at once (default min(N, 64); on a GPU up to 4096, as 8 GB hold)"),
+        OPT_SEED(seed, "random seed (default 1); image k depends only on (seed, k)"),
+        OPT_TEMPERATURE(temperature),
+        OPT_THREADS(threads),
         OPT_DEVICE(device),
         OPT_PRECISION(precision),
-        {"output", 'o', OPT_STR, &out, "FILE", "PNG grid, a name ending in .png (default samples.png)", 0, 0},
+        OPT_OUTPUT(out, "PNG grid, a name ending in .png (default samples.png)"),
         {"outdir", 0, OPT_STR, &outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"animate", 0, OPT_STR, &anim.path, "FILE", "also write a looping GIF of the grid filling in, sub-pixel by sub-pixel (a name ending in .gif)", 0, 0},
         {"frame-every", 0, OPT_INT, &anim.every, "K", "--animate: a frame every K sub-pixels (default: N/64 rounded up, 13 for MNIST, 48 for CIFAR-10; 1 + ceil(N/K) frames, the first empty)", 1, 1000000},
         {"frame-delay", 0, OPT_INT, &anim.delay_ms, "MS", "--animate: milliseconds a frame, a multiple of 10 (default 50); the last shows at least 2000", 20, 10000},
-        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
+        OPT_CEILING(ceiling),
+        OPT_JSON(json),
+        OPT_FORCE(force),
     };
     int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
                        "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"

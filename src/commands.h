@@ -49,7 +49,26 @@ void cli_stop_blas_threads(void);
 #define TEMPERATURE_MAX 100.0
 #define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
 int cli_check_temperature(const char *cmd, double T, const char *device);
-/* The option rows every command that runs the model shares. */
+/* The option rows (args.h) that commands share, each defined once: a row takes the variable it
+ * fills and, where the commands' help texts differ, its text (and range). */
+#define OPT_MODEL_HELP(var, help) {"model", 'm', OPT_STR, &(var), "NAME", help, 0, 0}
+#define OPT_MODEL(var) OPT_MODEL_HELP(var, "model file, or a name from lingen models (default mnist)")
+#define OPT_DATA(var) \
+    {"data", 'd', OPT_STR, &(var), "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0}
+#define OPT_IMAGES(var, help) {"n", 'n', OPT_INT, &(var), "N", help, 1, 1000000}
+#define OPT_LIMIT(var, help) {"limit", 'l', OPT_INT, &(var), "N", help, 1, 1000000}
+#define OPT_BATCH(var, max, help) {"batch", 'b', OPT_INT, &(var), "B", help, 1, max}
+#define OPT_SEED(var, help) {"seed", 's', OPT_INT, &(var), "S", help, 0, 0x7fffffffffffffffL}
+#define OPT_TEMPERATURE(var) {"temperature", 0, OPT_DOUBLE, &(var), "T", TEMPERATURE_HELP, 0, 0}
+#define OPT_THREADS(var) \
+    {"threads", 't', OPT_INT, &(var), "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024}
+#define OPT_OUTPUT(var, help) {"output", 'o', OPT_STR, &(var), "FILE", help, 0, 0}
+#define OPT_CEILING(var) \
+    {"ceiling", 0, OPT_FLAG, &(var), NULL, \
+     "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0}
+#define OPT_JSON_HELP(var, help) {"json", 0, OPT_STR, &(var), "FILE", help, 0, 0}
+#define OPT_JSON(var) OPT_JSON_HELP(var, "also write the figures as JSON (- for stdout; the text goes to stderr)")
+#define OPT_FORCE(var) {"force", 0, OPT_FLAG, &(var), NULL, FORCE_HELP, 0, 0}
 #define OPT_DEVICE(var) \
     {"device", 0, OPT_STR, &(var), "cpu|cuda", "run the model on the CPU (default) or an NVIDIA GPU (builds made with CUDA=1)", 0, 0}
 #define OPT_PRECISION(var) \
