@@ -13,14 +13,14 @@ int cmd_models(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 /* -o FILE: lingen writes PNG only, so the name must end in .png ("-": standard output). Returns 0,
- * or 2 after a usage message. */
+ * or EXIT_USAGE after a message. */
 int cli_check_png_name(const char *cmd, const char *path);
 /* The same for option opt's file, images of a kind ("GIF") whose names end in ext (".gif"). */
 int cli_check_image_name(const char *cmd, const char *opt, const char *path, const char *ext, const char *kind);
 /* Two outputs (option opt_a's value a, opt_b's b; NULL: not given) that name one file, the
- * second replacing the first: refused (2, after a usage message). */
+ * second replacing the first: refused (EXIT_USAGE, after a message). */
 int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const char *opt_b, const char *b);
-/* --ceiling measures one process: refused (2, after a usage message) in a job of several ranks. */
+/* --ceiling measures one process: refused (EXIT_USAGE, after a message) in a job of several ranks. */
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, const char *path);
@@ -44,7 +44,7 @@ void cli_stop_blas_threads(void);
 /* --force of every command that writes files (output.h: output_set_force). */
 #define FORCE_HELP "replace outputs that are read-only too (a file without write permission)"
 /* --temperature of sample and complete (dmol.h): checked against the range below; prints
- * "lingen <cmd>: --temperature ..." and returns 2 (a usage error) outside it. */
+ * "lingen <cmd>: --temperature ..." and returns EXIT_USAGE outside it. */
 #define TEMPERATURE_MIN 0.01
 #define TEMPERATURE_MAX 100.0
 #define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
@@ -75,6 +75,6 @@ int cli_check_temperature(const char *cmd, double T, const char *device);
     {"precision", 0, OPT_STR, &(var), "auto|f32|bf16|int8", \
      "the CPU's arithmetic for sampling steps (default auto: the fastest this processor has; lingen version says)", 0, 0}
 /* --precision WORD of command cmd (NULL: not given): from now on the plan's precision
- * (plan.h), before the model is loaded. 0, or 2 after a usage message. */
+ * (plan.h), before the model is loaded. 0, or EXIT_USAGE after a message. */
 int cli_precision(const char *cmd, const char *word);
 #endif
