@@ -320,13 +320,6 @@ static const struct { JobFn *run; int model; const char *what; int gives, row; }
 /* Latencies that a measurement sends and no row keeps: N of each. */
 typedef struct { int *pos; double *sec, *rss; } Spare;
 
-static const char SUMMARY[] =
-    "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
-    "images/s, speed-ups, memory per image and peak RSS for (1) linear, RNN mode, (2) softmax\n"
-    "with a KV cache, (3) softmax recomputing the whole prefix at every step (the paper's\n"
-    "baseline) and (4) the linear model recomputing its prefix. Rows 3 and 4 are timed at a\n"
-    "sample of positions and extrapolated. Every row runs in its own process.";
-
 /* argv's options into r (args.h): 0, -1 after --help, or EXIT_USAGE after a message. */
 static int compare_parse(CompareRun *r, int argc, char **argv) {
     CliJob *j = &r->job;
@@ -338,14 +331,18 @@ static int compare_parse(CompareRun *r, int argc, char **argv) {
         OPT_IMAGES(r->n, "images generated per row (default 16 MNIST, 4 CIFAR-10)"),
         OPT_BATCH(j->batch, 4096, "images at once, every row (default min(N, 16), 4 for CIFAR-10)"),
         OPT_LIMIT(r->limit, "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)"),
-        OPT_THREADS(j->threads),
-        OPT_DEVICE(j->device),
-        OPT_PRECISION(j->precision),
+        OPT_RUN_ROWS(j),
         OPT_DATA(j->data),
         OPT_JSON_HELP(j->json, "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)"),
         OPT_FORCE(j->force),
     };
-    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare", SUMMARY, NULL, 0, NULL);
+    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
+                      "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
+                      "images/s, speed-ups, memory per image and peak RSS for (1) linear, RNN mode, (2) softmax\n"
+                      "with a KV cache, (3) softmax recomputing the whole prefix at every step (the paper's\n"
+                      "baseline) and (4) the linear model recomputing its prefix. Rows 3 and 4 are timed at a\n"
+                      "sample of positions and extrapolated. Every row runs in its own process.",
+                      NULL, 0, NULL);
 }
 
 /* --dataset checked, the two models' files found, --json checked. Returns 0, or the exit code

@@ -58,13 +58,6 @@ static int load_inputs(Completion *k) {
     return EXIT_OK;
 }
 
-static const char SUMMARY[] =
-    "Keep the top R rows of each input and sample the rest K times. Inputs: test images by\n"
-    "--index, and PNG files given as arguments or with --image. The kept rows go through the\n"
-    "parallel form once; the attention memory (RNN state or KV cache) then continues in step\n"
-    "form. The grid has one row per input: the original, the input with its hidden part grey,\n"
-    "then the K completions.";
-
 /* argv's options into k (args.h), then those that need no model checked and the shared ones
  * applied (cli_job.h). Returns 0, -1 after --help, or the exit code after a message. */
 static int complete_options(Completion *k, int argc, char **argv) {
@@ -79,14 +72,17 @@ static int complete_options(Completion *k, int argc, char **argv) {
         OPT_SEED(k->seed, "random seed (default 1); completion j depends only on (seed, j)"),
         OPT_TEMPERATURE(k->temperature),
         OPT_BATCH(j->batch, 4096, "images generated at once (default min(inputs x K, 16))"),
-        OPT_THREADS(j->threads),
-        OPT_DEVICE(j->device),
-        OPT_PRECISION(j->precision),
+        OPT_RUN_ROWS(j),
         OPT_OUTPUT(k->out, "PNG grid, a name ending in .png (default completions.png)"),
         OPT_FORCE(j->force),
     };
-    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "complete", SUMMARY, k->files, argc,
-                       &k->n_files);
+    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "complete",
+                       "Keep the top R rows of each input and sample the rest K times. Inputs: test images by\n"
+                       "--index, and PNG files given as arguments or with --image. The kept rows go through the\n"
+                       "parallel form once; the attention memory (RNN state or KV cache) then continues in step\n"
+                       "form. The grid has one row per input: the original, the input with its hidden part grey,\n"
+                       "then the K completions.",
+                       k->files, argc, &k->n_files);
     if (!r && cli_check_png_name("complete", k->out)) r = EXIT_USAGE;
     if (r) return r;
     if (cli_check_temperature("complete", k->temperature, j->device)) return EXIT_USAGE;

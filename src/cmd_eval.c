@@ -46,11 +46,6 @@ typedef struct {
     const char *card;
 } Figures;
 
-static const char SUMMARY[] =
-    "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
-    "sub-pixels of each image (the first predicted from BOS), averaged over images, with its\n"
-    "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.";
-
 /* argv's options into v (args.h): 0, -1 after --help, or EXIT_USAGE after a message. */
 static int eval_parse(Evaluation *v, int argc, char **argv) {
     CliJob *j = &v->job;
@@ -63,12 +58,13 @@ static int eval_parse(Evaluation *v, int argc, char **argv) {
         {"mode", 0, OPT_STR, &v->mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
         OPT_THREADS(j->threads),
         OPT_DEVICE(j->device),
-        OPT_CEILING(j->ceiling),
-        OPT_JSON(j->json),
-        OPT_FORCE(j->force),
+        OPT_REPORT_ROWS(j),
     };
-    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim", SUMMARY, &v->metric, 1,
-                      &v->n_metric);
+    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim",
+                      "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
+                      "sub-pixels of each image (the first predicted from BOS), averaged over images, with its\n"
+                      "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
+                      &v->metric, 1, &v->n_metric);
 }
 
 /* The metric, --split, --mode and --ceiling. Returns 0, or EXIT_USAGE after a message. */

@@ -188,18 +188,6 @@ static cJSON *sample_json(const Sampling *s, const char *arith, long done, doubl
     return o;
 }
 
-static const char SUMMARY[] =
-    "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
-    "(constant memory per image), softmax models with a KV cache. Ctrl-C (SIGINT) or\n"
-    "SIGTERM writes the images finished so far and exits with code 130 or 143.\n"
-    "-o - writes the PNG to standard output. On a CPU with AVX512-BF16 the layers'\n"
-    "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3); at\n"
-    "small batches on a CPU with AVX512-VNNI too on 8-bit weights, where memory is\n"
-    "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).\n"
-    "--animate FILE also writes a GIF of the grid filling in, in the order drawn:\n"
-    "gray exact, RGB rounded to a 6x7x6 colour cube; refused before any work if it\n"
-    "could exceed 64 MB. It is made from the finished images, on any device.";
-
 /* argv's options into s (args.h): 0, -1 after --help, or EXIT_USAGE after a message. */
 static int sample_parse(Sampling *s, int argc, char **argv) {
     CliJob *j = &s->job;
@@ -209,19 +197,26 @@ static int sample_parse(Sampling *s, int argc, char **argv) {
         OPT_BATCH(j->batch, 65536, "images generated at once (default min(N, 64); on a GPU up to 4096, as 8 GB hold)"),
         OPT_SEED(s->seed, "random seed (default 1); image k depends only on (seed, k)"),
         OPT_TEMPERATURE(s->temperature),
-        OPT_THREADS(j->threads),
-        OPT_DEVICE(j->device),
-        OPT_PRECISION(j->precision),
+        OPT_RUN_ROWS(j),
         OPT_OUTPUT(s->out, "PNG grid, a name ending in .png (default samples.png)"),
         {"outdir", 0, OPT_STR, &s->outdir, "DIR", "also write one PNG per image into DIR", 0, 0},
         {"animate", 0, OPT_STR, &s->anim.path, "FILE", "also write a looping GIF of the grid filling in, sub-pixel by sub-pixel (a name ending in .gif)", 0, 0},
         {"frame-every", 0, OPT_INT, &s->anim.every, "K", "--animate: a frame every K sub-pixels (default: N/64 rounded up, 13 for MNIST, 48 for CIFAR-10; 1 + ceil(N/K) frames, the first empty)", 1, 1000000},
         {"frame-delay", 0, OPT_INT, &s->anim.delay_ms, "MS", "--animate: milliseconds a frame, a multiple of 10 (default 50); the last shows at least 2000", 20, 10000},
-        OPT_CEILING(j->ceiling),
-        OPT_JSON(j->json),
-        OPT_FORCE(j->force),
+        OPT_REPORT_ROWS(j),
     };
-    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample", SUMMARY, NULL, 0, NULL);
+    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "sample",
+                      "Generate images one sub-pixel at a time: linear-attention models run as RNNs\n"
+                      "(constant memory per image), softmax models with a KV cache. Ctrl-C (SIGINT) or\n"
+                      "SIGTERM writes the images finished so far and exits with code 130 or 143.\n"
+                      "-o - writes the PNG to standard output. On a CPU with AVX512-BF16 the layers'\n"
+                      "products run in bfloat16 (LINGEN_BF16=0: float32; bits/dim within 1e-3); at\n"
+                      "small batches on a CPU with AVX512-VNNI too on 8-bit weights, where memory is\n"
+                      "the limit (bits/dim within 1e-3 too; LINGEN_INT8=1 every batch, =0 never).\n"
+                      "--animate FILE also writes a GIF of the grid filling in, in the order drawn:\n"
+                      "gray exact, RGB rounded to a 6x7x6 colour cube; refused before any work if it\n"
+                      "could exceed 64 MB. It is made from the finished images, on any device.",
+                      NULL, 0, NULL);
 }
 
 /* The options' values that need no model: the outputs' names, --temperature, --ceiling. Returns

@@ -74,6 +74,11 @@ int cli_check_temperature(const char *cmd, double T, const char *device);
 #define OPT_PRECISION(var) \
     {"precision", 0, OPT_STR, &(var), "auto|f32|bf16|int8", \
      "the CPU's arithmetic for sampling steps (default auto: the fastest this processor has; lingen version says)", 0, 0}
+/* Rows that commands list together, for a job j (cli_job.h: CliJob *): how the model runs
+ * (--threads, --device, --precision), and sample's and eval's last three (--ceiling, --json,
+ * --force). */
+#define OPT_RUN_ROWS(j) OPT_THREADS((j)->threads), OPT_DEVICE((j)->device), OPT_PRECISION((j)->precision)
+#define OPT_REPORT_ROWS(j) OPT_CEILING((j)->ceiling), OPT_JSON((j)->json), OPT_FORCE((j)->force)
 /* --precision WORD of command cmd (NULL: not given): from now on the plan's precision
  * (plan.h), before the model is loaded. 0, or EXIT_USAGE after a message. */
 int cli_precision(const char *cmd, const char *word);
