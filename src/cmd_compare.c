@@ -22,8 +22,6 @@
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
-#include "output.h"
-#include "jsonout.h"
 #include "modelpath.h"
 #include "reslimits.h"
 #include "threads.h"

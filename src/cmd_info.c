@@ -7,9 +7,6 @@
 #include "args.h"
 #include "cli_job.h"
 #include "commands.h"
-#include "jsonout.h"
-#include "modelpath.h"
-#include "output.h"
 #include "transformer.h"
 
 /* --json: every figure the text prints, and all of the file's metadata. */

@@ -14,7 +14,6 @@
 #include "device.h"
 #include "generate.h"
 #include "image.h"
-#include "jsonout.h"
 #include "shard.h"
 #include "stop.h"
 #include "transformer.h"
