@@ -1,4 +1,5 @@
 #include "args.h"
+#include "util.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +26,7 @@ static void args_usage(const Opt *opts, int n_opts, const char *cmd, const char 
 /* "-n must be between 1 and 1000000, not '0'": opt is the option as typed (-n, --n or --batch). */
 static int set_value(const Opt *o, const char *opt, const char *v, const char *cmd) {
     if (o->kind == OPT_STR) {   /* no name or word is empty: a variable left unset in a script */
-        if (!*v) { fprintf(stderr, "lingen %s: %s needs a value, not an empty one\n", cmd, opt); return 2; }
+        if (!*v) { fprintf(stderr, "lingen %s: %s needs a value, not an empty one\n", cmd, opt); return EXIT_USAGE; }
         *(const char **)o->dst = v;
         return 0;
     }
@@ -40,14 +41,14 @@ static int set_value(const Opt *o, const char *opt, const char *v, const char *c
                 fprintf(stderr, "lingen %s: %s must be an integer of at least %ld, not '%s'\n", cmd, opt, o->min, v);
             else
                 fprintf(stderr, "lingen %s: %s must be between %ld and %ld, not '%s'\n", cmd, opt, o->min, o->max, v);
-            return 2;
+            return EXIT_USAGE;
         }
         *(long *)o->dst = x;
     } else {
         double x = strtod(v, &end);
         if (!plain || errno || *end || end == v || !isfinite(x)) {
             fprintf(stderr, "lingen %s: %s must be a finite number, not '%s'\n", cmd, opt, v);
-            return 2;
+            return EXIT_USAGE;
         }
         *(double *)o->dst = x;
     }
@@ -101,11 +102,11 @@ static void unknown_option(const char *a, const Opt *opts, int n_opts, const cha
 static int add_pos(const char *a, const char *cmd, const char **pos, int max_pos, int *n_pos) {
     if (!*a) {   /* no file or word is empty: a variable left unset in a script */
         fprintf(stderr, "lingen %s: an argument is empty (see lingen %s --help)\n", cmd, cmd);
-        return 2;
+        return EXIT_USAGE;
     }
     if (!n_pos || *n_pos >= max_pos) {
         fprintf(stderr, "lingen %s: unexpected argument '%s' (see lingen %s --help)\n", cmd, a, cmd);
-        return 2;
+        return EXIT_USAGE;
     }
     pos[(*n_pos)++] = a;
     return 0;
@@ -118,7 +119,7 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { args_usage(opts, n_opts, cmd, summary); return -1; }
         if (a[0] != '-' || a[1] == 0) {
-            if (add_pos(a, cmd, pos, max_pos, n_pos)) return 2;
+            if (add_pos(a, cmd, pos, max_pos, n_pos)) return EXIT_USAGE;
             continue;
         }
         const Opt *o = NULL;
@@ -139,18 +140,18 @@ int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, co
         }
         if (!o) {
             unknown_option(a, opts, n_opts, cmd);
-            return 2;
+            return EXIT_USAGE;
         }
         if (o->kind == OPT_FLAG) {
-            if (val) { fprintf(stderr, "lingen %s: %s takes no value\n", cmd, opt); return 2; }
+            if (val) { fprintf(stderr, "lingen %s: %s takes no value\n", cmd, opt); return EXIT_USAGE; }
             *(int *)o->dst = 1;
             continue;
         }
         if (!val) {
-            if (i + 1 >= argc) { fprintf(stderr, "lingen %s: %s needs a value\n", cmd, a); return 2; }
+            if (i + 1 >= argc) { fprintf(stderr, "lingen %s: %s needs a value\n", cmd, a); return EXIT_USAGE; }
             val = argv[++i];
         }
-        if (o->kind == OPT_POS ? add_pos(val, cmd, pos, max_pos, n_pos) : set_value(o, opt, val, cmd)) return 2;
+        if (o->kind == OPT_POS ? add_pos(val, cmd, pos, max_pos, n_pos) : set_value(o, opt, val, cmd)) return EXIT_USAGE;
     }
     return 0;
 }

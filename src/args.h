@@ -18,7 +18,7 @@ typedef struct {
 } Opt;
 
 /* Parses argv[first..]; positional arguments are collected into pos (up to max_pos).
- * Returns 0 to go on, -1 when --help was printed (exit 0), 2 on a usage error (message printed). */
+ * Returns 0 to go on, -1 when --help was printed (exit 0), EXIT_USAGE (2) on a usage error (message printed). */
 int args_parse(int argc, char **argv, int first, const Opt *opts, int n_opts, const char *cmd,
                const char *summary, const char **pos, int max_pos, int *n_pos);
 /* The candidate nearest to word, if it is within 2 edits (a swap of neighbours is one); else NULL. */

@@ -24,7 +24,7 @@ int cli_check_image_name(const char *cmd, const char *opt, const char *path, con
     if (n > 1 && path[n - 1] == '/') {
         fprintf(stderr, "lingen %s: %s %s: a name ending in '/' is a directory's; give a file name ending in %s\n", cmd,
                 opt, path, ext);
-        return 2;
+        return EXIT_USAGE;
     }
     if (!strcmp(path, "-") || (n > k && !strcasecmp(path + n - k, ext))) return 0;
     /* an existing device, FIFO or directory is not a file name to judge: the output check says
@@ -33,7 +33,7 @@ int cli_check_image_name(const char *cmd, const char *opt, const char *path, con
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
     fprintf(stderr, "lingen %s: %s %s: only %s images are written; give a name ending in %s\n", cmd, opt, path, kind,
             ext);
-    return 2;
+    return EXIT_USAGE;
 }
 
 int cli_check_png_name(const char *cmd, const char *path) { return cli_check_image_name(cmd, "-o", path, ".png", "PNG"); }
@@ -42,7 +42,7 @@ int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const 
     if (!a || !b || !output_same(a, b)) return 0;
     fprintf(stderr, "lingen %s: %s %s and %s %s are one file: the second would replace the first\n", cmd, opt_a, a,
             opt_b, b);
-    return 2;
+    return EXIT_USAGE;
 }
 
 int cli_load_model(Model *m, const char *path) {
@@ -82,7 +82,7 @@ int cli_precision(const char *cmd, const char *word) {
     if (!word) return 0;
     if (plan_parse_precision(word, &p)) {
         fprintf(stderr, "lingen %s: --precision must be auto, f32, bf16 or int8, not '%s'\n", cmd, word);
-        return 2;
+        return EXIT_USAGE;
     }
     plan_set_precision(p);
     return 0;
@@ -91,7 +91,7 @@ int cli_precision(const char *cmd, const char *word) {
 int cli_check_ceiling(const char *cmd, int ceiling) {
     if (!ceiling || shard_size() == 1) return 0;
     fprintf(stderr, "lingen %s: --ceiling measures one process: run it without MPI\n", cmd);
-    return 2;
+    return EXIT_USAGE;
 }
 
 /* The default threads of a rank of an MPI job (shard.h): its part of the cores it shares with

@@ -11,11 +11,11 @@ int cli_check_temperature(const char *cmd, double T, const char *device) {
     if (!(T >= TEMPERATURE_MIN && T <= TEMPERATURE_MAX)) {
         fprintf(stderr, "lingen %s: --temperature %g: must be in %g..%g (1 is the model's distribution)\n", cmd, T,
                 TEMPERATURE_MIN, TEMPERATURE_MAX);
-        return 2;
+        return EXIT_USAGE;
     }
     if (T != 1 && strcmp(device, "cpu")) {
         fprintf(stderr, "lingen %s: --temperature needs --device cpu\n", cmd);
-        return 2;
+        return EXIT_USAGE;
     }
     return 0;
 }

@@ -14,14 +14,13 @@
 
 #include "args.h"
 #include "ceiling.h"
+#include "cli_job.h"
 #include "commands.h"
 #include "device.h"
 #include "compare.h"
 #include "dataset.h"
 #include "evaluate.h"
 #include "generate.h"
-#include "output.h"
-#include "jsonout.h"
 #include "modelpath.h"
 #include "reslimits.h"
 #include "threads.h"
@@ -278,128 +277,190 @@ static int check_memory(const Model *soft, const char *soft_path, long batch) {
     return cli_check_memory(soft, soft_path, batch, soft->cfg.seq_len, 0);
 }
 
-int cmd_compare(int argc, char **argv) {
-    const char *lin_path = NULL, *soft_path = NULL, *dataset = NULL, *data = NULL, *json = NULL;
-    long n = 0, batch = 0, limit = 0, threads = 0;
-    int softmax = 0;
-    const char *device = "cpu", *precision = NULL;
-    int force = 0;
-    Opt opts[] = {
-        {"softmax", 0, OPT_FLAG, &softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
-        {"dataset", 0, OPT_STR, &dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
-        {"model", 'm', OPT_STR, &lin_path, "NAME", "linear model, file or name (default mnist, or cifar)", 0, 0},
-        {"softmax-model", 0, OPT_STR, &soft_path, "NAME", "softmax model, file or name (default mnist-softmax, or cifar-softmax)", 0, 0},
-        {"n", 'n', OPT_INT, &n, "N", "images generated per row (default 16 MNIST, 4 CIFAR-10)", 1, 1000000},
-        {"batch", 'b', OPT_INT, &batch, "B", "images at once, every row (default min(N, 16), 4 for CIFAR-10)", 1, 4096},
-        {"limit", 'l', OPT_INT, &limit, "N", "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)", 1, 1000000},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        OPT_DEVICE(device),
-        OPT_PRECISION(precision),
-        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
-    };
-    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
-                       "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
-                       "images/s, speed-ups, memory per image and peak RSS for (1) linear, RNN mode, (2) softmax\n"
-                       "with a KV cache, (3) softmax recomputing the whole prefix at every step (the paper's\n"
-                       "baseline) and (4) the linear model recomputing its prefix. Rows 3 and 4 are timed at a\n"
-                       "sample of positions and extrapolated. Every row runs in its own process.",
-                       NULL, 0, NULL);
-    if (r) return r < 0 ? 0 : r;
-    output_set_force(force);
-    /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
-    if (cli_precision("compare", precision)) return 2;
-    if ((r = device_option(device, "compare", 0))) return r;
-    if (dataset && strcmp(dataset, "mnist") && strcmp(dataset, "cifar10")) {
-        fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", dataset);
-        return 2;
-    }
-    int cifar = dataset && !strcmp(dataset, "cifar10");
-    char lin_found[MODELPATH_LEN], soft_found[MODELPATH_LEN];
-    if (modelpath_find(lin_path ? lin_path : cifar ? "cifar" : "mnist", lin_found, sizeof lin_found) ||
-        modelpath_find(soft_path ? soft_path : cifar ? "cifar-softmax" : "mnist-softmax", soft_found, sizeof soft_found))
-        return 1;
-    lin_path = lin_found;
-    soft_path = soft_found;
-    if (json && jsonout_prepare(json)) return 1;   /* fail before minutes of measuring, not after */
-    Model lm = {0}, sm = {0};
-    Dataset ds = {0};
-    ModelId lin_id, soft_id;
-    int ok = load_noted(&lm, lin_path, &lin_id) == 0 && load_noted(&sm, soft_path, &soft_id) == 0 &&
-             check_pair(&lm, lin_path, &sm, soft_path, dataset) == 0;
-    int big = lm.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
-    if (!n) n = big ? 4 : 16;
-    if (!batch) batch = big ? 4 : 16;
-    if (batch > n) batch = n;
-    if (!limit) limit = big ? 20 : 100;
-    ok = ok && cli_load_dataset(&ds, &lm, lin_path, data, "test", (int)limit) == 0 && check_memory(&sm, soft_path, batch) == 0;
-    Config lc = lm.cfg, sc = sm.cfg;
-    model_free(&lm);   /* each measuring process loads its own copy, checked to be this one */
-    model_free(&sm);
-    if (!ok) { dataset_free(&ds); return 1; }
-    cli_set_threads(threads);
+/* A run of lingen compare: its options (job.model: the linear model), then what its steps found. */
+typedef struct {
+    CliJob job;
+    const char *soft_path, *dataset;   /* --softmax-model, --dataset (NULL: not given) */
+    long n, limit;
+    int softmax;
+    char soft_found[MODELPATH_LEN];
+    ModelId lin_id, soft_id;           /* the models checked: each measuring process must find them */
+    Config lc, sc;                     /* their configurations */
+    Dataset ds;                        /* the test images */
+} CompareRun;
 
-    int N = lc.seq_len;
-    Comparison c = {.dataset = lc.dataset, .linear_model = lin_path, .softmax_model = soft_path, .seq_len = N,
-                    .n_images = (int)n, .batch = (int)batch, .test_images = ds.n, .threads = threads_count(),
-                    .flops_per_image = transformer_flops_per_image(&lc), .gpu = device_current() == DEVICE_CUDA};
-    c.rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(&lc, N);
-    c.rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(&sc, N);
-    c.rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(&sc, 1, N);
-    c.rows[ROW_LINEAR_RECOMPUTE].memory_bytes = runstate_bytes(&lc, 1, N);
-    enum { SGEMM, SPEED, BITS };   /* what a job's report gives */
-    const struct { JobFn *run; const char *model; const ModelId *id; const char *what; int gives, row; } plan[] = {
-        {job_sgemm, NULL, NULL, "sgemm", SGEMM, -1},
-        {job_generate, lin_path, &lin_id, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
-        {job_generate, soft_path, &soft_id, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
-        {job_recompute, soft_path, &soft_id, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
-        {job_recompute, lin_path, &lin_id, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
-        {job_bits, lin_path, &lin_id, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
-        {job_bits, soft_path, &soft_id, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
+/* The measurements, in order: each runs in its own process, on the linear model, the softmax
+ * one or none, and gives the sgemm ceiling, a row's speed or its bits/dim. */
+enum { SGEMM, SPEED, BITS };
+enum { NO_MODEL, LINEAR, SOFTMAX };
+static const struct { JobFn *run; int model; const char *what; int gives, row; } PLAN[] = {
+    {job_sgemm, NO_MODEL, "sgemm", SGEMM, -1},
+    {job_generate, LINEAR, "1/4 linear, RNN mode: images", SPEED, ROW_LINEAR_RNN},
+    {job_generate, SOFTMAX, "2/4 softmax, KV cache: images", SPEED, ROW_SOFTMAX_KV},
+    {job_recompute, SOFTMAX, "3/4 softmax, recomputing: prefix tokens", SPEED, ROW_SOFTMAX_RECOMPUTE},
+    {job_recompute, LINEAR, "4/4 linear, recomputing: prefix tokens", SPEED, ROW_LINEAR_RECOMPUTE},
+    {job_bits, LINEAR, "bits/dim, linear: images", BITS, ROW_LINEAR_RNN},
+    {job_bits, SOFTMAX, "bits/dim, softmax: images", BITS, ROW_SOFTMAX_KV},
+};
+
+/* Latencies that a measurement sends and no row keeps: N of each. */
+typedef struct { int *pos; double *sec, *rss; } Spare;
+
+/* argv's options into r (args.h): 0, -1 after --help, or EXIT_USAGE after a message. */
+static int compare_parse(CompareRun *r, int argc, char **argv) {
+    CliJob *j = &r->job;
+    Opt opts[] = {
+        {"softmax", 0, OPT_FLAG, &r->softmax, NULL, "compare against softmax attention (the default, and the only comparison)", 0, 0},
+        {"dataset", 0, OPT_STR, &r->dataset, "NAME", "mnist or cifar10: picks the default models (default mnist)", 0, 0},
+        OPT_MODEL_HELP(j->model, "linear model, file or name (default mnist, or cifar)"),
+        {"softmax-model", 0, OPT_STR, &r->soft_path, "NAME", "softmax model, file or name (default mnist-softmax, or cifar-softmax)", 0, 0},
+        OPT_IMAGES(r->n, "images generated per row (default 16 MNIST, 4 CIFAR-10)"),
+        OPT_BATCH(j->batch, 4096, "images at once, every row (default min(N, 16), 4 for CIFAR-10)"),
+        OPT_LIMIT(r->limit, "test images for bits/dim (default 100 MNIST, 20 CIFAR-10)"),
+        OPT_RUN_ROWS(j),
+        OPT_DATA(j->data),
+        OPT_JSON_HELP(j->json, "write every figure and the per-step latencies as JSON (- for stdout; scripts/plot_compare.py draws them)"),
+        OPT_FORCE(j->force),
     };
+    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "compare",
+                      "Linear attention run as an RNN against softmax attention, measured in this run: bits/dim,\n"
+                      "images/s, speed-ups, memory per image and peak RSS for (1) linear, RNN mode, (2) softmax\n"
+                      "with a KV cache, (3) softmax recomputing the whole prefix at every step (the paper's\n"
+                      "baseline) and (4) the linear model recomputing its prefix. Rows 3 and 4 are timed at a\n"
+                      "sample of positions and extrapolated. Every row runs in its own process.",
+                      NULL, 0, NULL);
+}
+
+/* --dataset checked, the two models' files found, --json checked. Returns 0, or the exit code
+ * after a message. */
+static int find_models(CompareRun *r) {
+    CliJob *j = &r->job;
+    if (r->dataset && strcmp(r->dataset, "mnist") && strcmp(r->dataset, "cifar10")) {
+        fprintf(stderr, "lingen compare: --dataset must be mnist or cifar10, not '%s'\n", r->dataset);
+        return EXIT_USAGE;
+    }
+    int cifar = r->dataset && !strcmp(r->dataset, "cifar10");
+    if (modelpath_find(j->model ? j->model : cifar ? "cifar" : "mnist", j->found, sizeof j->found) ||
+        modelpath_find(r->soft_path ? r->soft_path : cifar ? "cifar-softmax" : "mnist-softmax", r->soft_found,
+                       sizeof r->soft_found))
+        return EXIT_FAIL;
+    j->model = j->found;
+    r->soft_path = r->soft_found;
+    return cli_job_json(j);   /* fail before minutes of measuring, not after */
+}
+
+/* The two models loaded and checked against each other and --dataset, the defaults that depend
+ * on them, the test images, and the memory of the largest measurement. The models are freed
+ * again: each measuring process loads its own copy, checked to be this one. Returns 0, or
+ * EXIT_FAIL after a message. */
+static int load_models(CompareRun *r) {
+    CliJob *j = &r->job;
+    Model sm = {0};
+    int ok = load_noted(&j->m, j->model, &r->lin_id) == 0 && load_noted(&sm, r->soft_path, &r->soft_id) == 0 &&
+             check_pair(&j->m, j->model, &sm, r->soft_path, r->dataset) == 0;
+    int big = j->m.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
+    if (!r->n) r->n = big ? 4 : 16;
+    if (!j->batch) j->batch = big ? 4 : 16;
+    if (j->batch > r->n) j->batch = r->n;
+    if (!r->limit) r->limit = big ? 20 : 100;
+    ok = ok && cli_load_dataset(&r->ds, &j->m, j->model, j->data, "test", (int)r->limit) == 0 &&
+         check_memory(&sm, r->soft_path, j->batch) == 0;
+    r->lc = j->m.cfg;
+    r->sc = sm.cfg;
+    cli_job_free(j);
+    model_free(&sm);
+    return ok ? EXIT_OK : EXIT_FAIL;
+}
+
+/* The comparison's settings and each row's memory per image, with room for its latencies. */
+static void setup(const CompareRun *r, Comparison *c) {
+    const Config *lc = &r->lc, *sc = &r->sc;
+    int N = lc->seq_len;
+    *c = (Comparison){.dataset = lc->dataset, .linear_model = r->job.model, .softmax_model = r->soft_path,
+                      .seq_len = N, .n_images = (int)r->n, .batch = (int)r->job.batch, .test_images = r->ds.n,
+                      .threads = threads_count(), .flops_per_image = transformer_flops_per_image(lc),
+                      .gpu = device_current() == DEVICE_CUDA};
+    c->rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(lc, N);
+    c->rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(sc, N);
+    c->rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(sc, 1, N);
+    c->rows[ROW_LINEAR_RECOMPUTE].memory_bytes = runstate_bytes(lc, 1, N);
     for (int i = 0; i < N_ROWS; i++) {
-        c.rows[i].lat_pos = xcalloc(N, sizeof(int));
-        c.rows[i].lat_sec = xcalloc(N, sizeof(double));
-        if (!row_extrapolated(i)) c.rows[i].lat_rss = xcalloc(N, sizeof(double));
+        c->rows[i].lat_pos = xcalloc(N, sizeof(int));
+        c->rows[i].lat_sec = xcalloc(N, sizeof(double));
+        if (!row_extrapolated(i)) c->rows[i].lat_rss = xcalloc(N, sizeof(double));
     }
-    int *no_pos = xcalloc(N, sizeof(int));   /* for what a job sends that no row keeps */
-    double *no_sec = xcalloc(N, sizeof(double)), *no_rss = xcalloc(N, sizeof(double));
-    int rc = 0;
-    for (size_t i = 0; i < sizeof plan / sizeof plan[0] && rc == 0; i++) {
+}
+
+/* Measurement i of PLAN, run in its own process, and what it gives kept in c. Returns 0, or -1
+ * after a message. */
+static int measure(const CompareRun *r, Comparison *c, size_t i, const Spare *spare) {
+    int lin = PLAN[i].model == LINEAR, soft = PLAN[i].model == SOFTMAX;
+    Job job = {PLAN[i].run, lin ? r->job.model : soft ? r->soft_path : NULL, lin ? &r->lin_id : soft ? &r->soft_id : NULL,
+               PLAN[i].what, r->ds.images, r->ds.n, (int)r->n, (int)r->job.batch};
+    CompareRow *w = PLAN[i].row >= 0 ? &c->rows[PLAN[i].row] : NULL;
+    int speed = PLAN[i].gives == SPEED;
+    Report rep;
+    if (run_job(&job, &rep, speed ? w->lat_pos : spare->pos, speed ? w->lat_sec : spare->sec,
+                speed && w->lat_rss ? w->lat_rss : spare->rss, c->seq_len))
+        return -1;
+    if (PLAN[i].gives == SGEMM) c->sgemm_gflops = rep.value;
+    else if (speed) {
+        w->images_per_s = rep.value;
+        w->n_lat = rep.n_lat;
+        w->peak_rss_bytes = rep.peak_rss;
+    } else {   /* bits/dim: the RNN and the recompute rows share a model */
+        CompareRow *twin = &c->rows[PLAN[i].row == ROW_LINEAR_RNN ? ROW_LINEAR_RECOMPUTE : ROW_SOFTMAX_RECOMPUTE];
+        w->bits_per_dim = twin->bits_per_dim = rep.value;
+        w->bits_se = twin->bits_se = rep.value_se;
+    }
+    return 0;
+}
+
+/* The table on stdout, and --json (with, for a file, where it went and how to plot it). Returns
+ * 0, or EXIT_FAIL after a message. */
+static int output(CompareRun *r, Comparison *c) {
+    const char *json = r->job.json;
+    Err e;
+    compare_finish(c);
+    compare_print(stdout, c);
+    if (json && compare_write_json(c, json, &e)) return cli_job_fail(&r->job, &e);
+    if (json && strcmp(json, "-")) {
+        printf("json: %s\n", json);
+        printf("plot: python3 %s %s compare.png\n", modelpath_shared_file("scripts/plot_compare.py"), json);
+    }
+    return EXIT_OK;
+}
+
+/* Every measurement in PLAN's order until one fails, then the output. Returns the exit code. */
+static int measure_all(CompareRun *r) {
+    Comparison c;
+    setup(r, &c);
+    int N = c.seq_len, rc = EXIT_OK;
+    Spare spare = {xcalloc(N, sizeof(int)), xcalloc(N, sizeof(double)), xcalloc(N, sizeof(double))};
+    for (size_t i = 0; i < sizeof PLAN / sizeof PLAN[0] && rc == EXIT_OK; i++)
         /* the sgemm ceiling is the CPU's: a GPU run has none to set beside it */
-        if (plan[i].gives == SGEMM && c.gpu) continue;
-        Job j = {plan[i].run, plan[i].model, plan[i].id, plan[i].what, ds.images, ds.n, (int)n, (int)batch};
-        CompareRow *w = plan[i].row >= 0 ? &c.rows[plan[i].row] : NULL;
-        int speed = plan[i].gives == SPEED;
-        Report rep;
-        if (run_job(&j, &rep, speed ? w->lat_pos : no_pos, speed ? w->lat_sec : no_sec,
-                    speed && w->lat_rss ? w->lat_rss : no_rss, N)) rc = 1;
-        else if (plan[i].gives == SGEMM) c.sgemm_gflops = rep.value;
-        else if (speed) {
-            w->images_per_s = rep.value;
-            w->n_lat = rep.n_lat;
-            w->peak_rss_bytes = rep.peak_rss;
-        } else {   /* bits/dim: the RNN and the recompute rows share a model */
-            CompareRow *twin = &c.rows[plan[i].row == ROW_LINEAR_RNN ? ROW_LINEAR_RECOMPUTE : ROW_SOFTMAX_RECOMPUTE];
-            w->bits_per_dim = twin->bits_per_dim = rep.value;
-            w->bits_se = twin->bits_se = rep.value_se;
-        }
+        if (!(PLAN[i].gives == SGEMM && c.gpu) && measure(r, &c, i, &spare)) rc = EXIT_FAIL;
+    if (rc == EXIT_OK) rc = output(r, &c);
+    for (int i = 0; i < N_ROWS; i++) {
+        free(c.rows[i].lat_pos);
+        free(c.rows[i].lat_sec);
+        free(c.rows[i].lat_rss);
     }
-    if (rc == 0) {
-        Err e;
-        compare_finish(&c);
-        compare_print(stdout, &c);
-        if (json && compare_write_json(&c, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        if (rc == 0 && json && strcmp(json, "-")) {
-            printf("json: %s\n", json);
-            printf("plot: python3 %s %s compare.png\n", modelpath_shared_file("scripts/plot_compare.py"), json);
-        }
+    free(spare.pos);
+    free(spare.sec);
+    free(spare.rss);
+    return rc;
+}
+
+int cmd_compare(int argc, char **argv) {
+    CompareRun r = {.job = {.cmd = "compare", .device = "cpu"}};
+    int rc = compare_parse(&r, argc, argv);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    /* no probe here: the measuring processes are fork()ed, and CUDA must start in them, not before */
+    if (!(rc = cli_job_options(&r.job, 0)) && !(rc = find_models(&r)) && !(rc = load_models(&r))) {
+        cli_job_threads(&r.job);
+        rc = measure_all(&r);
     }
-    for (int i = 0; i < N_ROWS; i++) { free(c.rows[i].lat_pos); free(c.rows[i].lat_sec); free(c.rows[i].lat_rss); }
-    free(no_pos);
-    free(no_sec);
-    free(no_rss);
-    dataset_free(&ds);
+    dataset_free(&r.ds);
     return rc;
 }

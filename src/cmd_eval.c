@@ -5,13 +5,11 @@
 
 #include "args.h"
 #include "ceiling.h"
+#include "cli_job.h"
 #include "commands.h"
-#include "modelpath.h"
-#include "output.h"
 #include "device.h"
 #include "dataset.h"
 #include "evaluate.h"
-#include "jsonout.h"
 #include "paper.h"
 #include "shard.h"
 #include "transformer.h"
@@ -26,149 +24,188 @@ static long default_batch(const Config *c, int T) {
     return device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), cpu, 256);
 }
 
-int cmd_eval(int argc, char **argv) {
-    const char *path = NULL, *data = NULL, *split = "test", *mode = "parallel", *json = NULL;
-    long limit = 0, batch = 0, threads = 0;
-    int ceiling = 0;
-    const char *device = "cpu";
-    int force = 0;
-    Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"data", 'd', OPT_STR, &data, "DIR", "dataset root holding mnist/ and cifar-10/ (default $LINGEN_DATA, else ./data)", 0, 0},
-        {"split", 0, OPT_STR, &split, "test|train", "which split (default test)", 0, 0},
-        {"limit", 'l', OPT_INT, &limit, "N", "only the first N images (default all)", 1, 1000000},
-        {"batch", 'b', OPT_INT, &batch, "B", "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)", 1, 4096},
-        {"mode", 0, OPT_STR, &mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
-        {"threads", 't', OPT_INT, &threads, "T", "threads (default: every usable core; more: LINGEN_FORCE_THREADS=1)", 0, 1024},
-        OPT_DEVICE(device),
-        {"ceiling", 0, OPT_FLAG, &ceiling, NULL, "also measure sgemm now (and a linear step's state traffic) and report the fraction of the ceiling reached", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
-    };
-    const char *pos[1];
-    int npos = 0;
-    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim",
-                       "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
-                       "sub-pixels of each image (the first predicted from BOS), averaged over images, with its\n"
-                       "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
-                       pos, 1, &npos);
-    if (r) return r < 0 ? 0 : r;
-    output_set_force(force);
-    if ((r = device_option(device, "eval", 1)) == EXIT_USAGE) return r;
-    int device_rc = r;
-    if (npos != 1 || strcmp(pos[0], "bits-per-dim")) {
-        fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
-        return 2;
-    }
-    if (strcmp(split, "test") && strcmp(split, "train")) {
-        fprintf(stderr, "lingen eval: --split must be test or train, not '%s'\n", split);
-        return 2;
-    }
-    if (strcmp(mode, "parallel") && strcmp(mode, "rnn")) {
-        fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", mode);
-        return 2;
-    }
-    if (cli_check_ceiling("eval", ceiling)) return 2;
-    int rnn = !strcmp(mode, "rnn");   /* the step form (one position at a time), else the parallel form */
-    /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
-     * next shard_agree, and all stop together. */
-    int rc = device_rc, rank = shard_rank();
-    if (!rc && json && rank == 0 && jsonout_prepare(json)) rc = 1;
-    char found[MODELPATH_LEN];
-    Model m = {0};
-    Dataset ds = {0};
-    if (!rc && cli_open_model(&m, &path, found)) rc = 1;
-    const Config *c = &m.cfg;
-    if (!rc) cli_set_threads(threads);
-    if (!batch) batch = default_batch(c, rnn ? 1 : c->seq_len);
-    if (!rc && cli_load_dataset(&ds, &m, path, data, split, (int)limit)) rc = 1;
-    if (batch > ds.n) batch = ds.n;
-    long first, count;   /* this rank's images; rank 0 gathers their figures */
-    shard_range(ds.n, rank, shard_size(), &first, &count);
-    if (!rc && cli_check_memory(&m, "eval", batch < count ? batch : count, rnn ? 1 : c->seq_len,
-                                (size_t)ds.n * c->seq_len))
-        rc = 1;
-    double *per = NULL, *given = NULL;
-    if ((rc = shard_agree(rc))) goto out;
+/* A run of lingen eval: its options, then what its steps found. */
+typedef struct {
+    CliJob job;
+    const char *metric, *split, *mode;
+    int n_metric;              /* positional arguments given: 1, the metric */
+    long limit;
+    int rnn;                   /* the step form (one position at a time), else the parallel form */
+    Dataset ds;
+    long first, count;         /* this rank's images; rank 0 gathers their figures */
+    double *per, *given;       /* [ds.n]: each image's bits/dim, all sub-pixels and the first given */
+} Evaluation;
 
-    Err e;
-    per = xcalloc(ds.n, sizeof(double));
-    given = xcalloc(ds.n, sizeof(double));
-    Progress prog;
-    progress_start(&prog, "images", ds.n);
-    progress_share(&prog, (double)count / ds.n, rank == 0);
-    double t0 = now_seconds();
-    rc = evaluate_bits_per_dim(&m, device_current(), ds.images + first * c->seq_len, (int)count, (int)batch, rnn,
-                               per + first, given + first, &prog, &e);
-    progress_end(&prog);
-    if (rc) fprintf(stderr, "lingen: %s\n", e.msg);
-    if ((rc = shard_agree(rc ? 1 : 0))) goto out;
-    shard_gather(per + first, count, sizeof(double));   /* rank 0: every image's figures, in order */
-    shard_gather(given + first, count, sizeof(double));
-    double secs = now_seconds() - t0;             /* so far as the slowest rank */
-    if (rank == 0) {
-        double mean, se, mean_given, se_given;
-        mean_and_stderr(per, ds.n, &mean, &se);
-        mean_and_stderr(given, ds.n, &mean_given, &se_given);
-        const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax", *form = rnn ? "step (RNN)" : "parallel";
-        if (ds.n > 1) {
-            printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", mean, se, ds.n, split,
-                   c->seq_len);
-            printf("paper conv.  %.5f +- %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
-                   mean_given, se_given, c->seq_len - 1);
-        } else {   /* one image has no spread to measure */
-            printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", mean, split,
-                   c->seq_len);
-            printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
-                   mean_given, c->seq_len - 1);
-        }
-        char *file = text_escape(path);   /* the file's name and text: no terminal escapes */
-        printf("model        %s (%s attention, %s)\n", file, attn, c->dataset);
-        free(file);
-        const char *card = model_meta(&m, "test_bits_per_dim");
-        char *card_s = card ? text_escape(card) : NULL;
-        if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card_s);
-        free(card_s);
-        const PaperFigure *pf = paper_figure(c->dataset, c->attention);
-        double paper = pf ? pf->bits_per_dim : 0;
-        if (paper) printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", paper,
-                          attn, c->dataset);
-        char ranks[32] = "";
-        if (shard_size() > 1) snprintf(ranks, sizeof ranks, ", %d ranks", shard_size());
-        printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", ds.n / secs, secs, form, batch, ranks);
-        double flops = transformer_flops(c, rnn ? 1 : c->seq_len);
-        Ceiling sgemm = {0};
-        if (ceiling)   /* the arithmetic of an image in the form that ran (transformer.h); the steps in float32 */
-            sgemm = ceiling_report("ceiling      ", flops, ds.n / secs, rnn ? CEILING_FLOAT32 : CEILING_PARALLEL,
-                                   rnn ? ceiling_state_traffic(c, batch) : (StateTraffic){0, 0, 0});
-        if (json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "bits_per_dim", mean);
-            cJSON_AddNumberToObject(o, "bits_per_dim_stderr", se);
-            cJSON_AddNumberToObject(o, "bits_per_dim_first_given", mean_given);
-            cJSON_AddNumberToObject(o, "bits_per_dim_first_given_stderr", se_given);
-            cJSON_AddNumberToObject(o, "images", ds.n);
-            cJSON_AddStringToObject(o, "split", split);
-            cJSON_AddNumberToObject(o, "dims", c->seq_len);
-            cJSON_AddStringToObject(o, "model", path);
-            cJSON_AddStringToObject(o, "attention", attn);
-            cJSON_AddStringToObject(o, "dataset", c->dataset);
-            if (card) cJSON_AddNumberToObject(o, "model_card_bits_per_dim", atof(card));
-            if (paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", paper);
-            cJSON_AddNumberToObject(o, "images_per_s", ds.n / secs);
-            cJSON_AddNumberToObject(o, "seconds", secs);
-            cJSON_AddStringToObject(o, "form", rnn ? "rnn" : "parallel");
-            cJSON_AddNumberToObject(o, "batch", batch);
-            jsonout_ranks(o);
-            if (ceiling) cJSON_AddItemToObject(o, "ceiling", jsonout_ceiling(flops, ds.n / secs, &sgemm));
-            if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-            cJSON_Delete(o);
-        }
+/* The figures of the report: bits/dim both ways with their standard errors, the model card's
+ * (NULL: none) and the paper's (0: none). */
+typedef struct {
+    double mean, se, mean_given, se_given, paper;
+    const char *card;
+} Figures;
+
+/* argv's options into v (args.h): 0, -1 after --help, or EXIT_USAGE after a message. */
+static int eval_parse(Evaluation *v, int argc, char **argv) {
+    CliJob *j = &v->job;
+    Opt opts[] = {
+        OPT_MODEL(j->model),
+        OPT_DATA(j->data),
+        {"split", 0, OPT_STR, &v->split, "test|train", "which split (default test)", 0, 0},
+        OPT_LIMIT(v->limit, "only the first N images (default all)"),
+        OPT_BATCH(j->batch, 4096, "images per pass (default: 16 for MNIST, 4 for CIFAR-10; on a GPU up to 256, as 8 GB hold)"),
+        {"mode", 0, OPT_STR, &v->mode, "parallel|rnn", "parallel form (default) or step form with teacher forcing", 0, 0},
+        OPT_THREADS(j->threads),
+        OPT_DEVICE(j->device),
+        OPT_REPORT_ROWS(j),
+    };
+    return args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "eval bits-per-dim",
+                      "Bits per dimension of the test images under the model: -(sum of log2 p)/N over all N\n"
+                      "sub-pixels of each image (the first predicted from BOS), averaged over images, with its\n"
+                      "standard error; and the paper's convention: the first sub-pixel given, the mean over N-1.",
+                      &v->metric, 1, &v->n_metric);
+}
+
+/* The metric, --split, --mode and --ceiling. Returns 0, or EXIT_USAGE after a message. */
+static int check_options(Evaluation *v) {
+    if (v->n_metric != 1 || strcmp(v->metric, "bits-per-dim")) {
+        fprintf(stderr, "lingen eval: the metric must be 'bits-per-dim' (see lingen eval --help)\n");
+        return EXIT_USAGE;
     }
-out:
-    free(per);
-    free(given);
-    dataset_free(&ds);
-    model_free(&m);
-    return rc ? 1 : 0;
+    if (strcmp(v->split, "test") && strcmp(v->split, "train")) {
+        fprintf(stderr, "lingen eval: --split must be test or train, not '%s'\n", v->split);
+        return EXIT_USAGE;
+    }
+    if (strcmp(v->mode, "parallel") && strcmp(v->mode, "rnn")) {
+        fprintf(stderr, "lingen eval: --mode must be parallel or rnn, not '%s'\n", v->mode);
+        return EXIT_USAGE;
+    }
+    if (cli_check_ceiling("eval", v->job.ceiling)) return EXIT_USAGE;
+    v->rnn = !strcmp(v->mode, "rnn");
+    return EXIT_OK;
+}
+
+/* Before the work, on every rank: --json, the model, threads, the images, this rank's share of
+ * them and the memory checked. Returns the rc every rank agreed. */
+static int prepare(Evaluation *v) {
+    CliJob *j = &v->job;
+    cli_job_json(j);
+    cli_job_open_model(j);
+    const Config *c = &j->m.cfg;
+    int T = v->rnn ? 1 : c->seq_len;   /* positions a pass holds */
+    cli_job_threads(j);
+    if (!j->batch) j->batch = default_batch(c, T);
+    if (!j->rc && cli_load_dataset(&v->ds, &j->m, j->model, j->data, v->split, (int)v->limit)) j->rc = EXIT_FAIL;
+    if (j->batch > v->ds.n) j->batch = v->ds.n;
+    shard_range(v->ds.n, shard_rank(), shard_size(), &v->first, &v->count);
+    cli_job_memory(j, j->batch < v->count ? j->batch : v->count, T, (size_t)v->ds.n * c->seq_len);
+    return cli_job_agree(j);
+}
+
+/* The figures' lines (stdout). */
+static void print_figures(const Evaluation *v, const Figures *f) {
+    const Config *c = &v->job.m.cfg;
+    const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax";
+    if (v->ds.n > 1) {
+        printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", f->mean, f->se, v->ds.n,
+               v->split, c->seq_len);
+        printf("paper conv.  %.5f +- %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
+               f->mean_given, f->se_given, c->seq_len - 1);
+    } else {   /* one image has no spread to measure */
+        printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", f->mean, v->split,
+               c->seq_len);
+        printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
+               f->mean_given, c->seq_len - 1);
+    }
+    char *file = text_escape(v->job.model);   /* the file's name and text: no terminal escapes */
+    printf("model        %s (%s attention, %s)\n", file, attn, c->dataset);
+    free(file);
+    char *card = f->card ? text_escape(f->card) : NULL;
+    if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
+    free(card);
+    if (f->paper)
+        printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", f->paper,
+               attn, c->dataset);
+}
+
+/* --json: what the lines print. */
+static cJSON *eval_json(const Evaluation *v, const Figures *f, double secs) {
+    const Config *c = &v->job.m.cfg;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "bits_per_dim", f->mean);
+    cJSON_AddNumberToObject(o, "bits_per_dim_stderr", f->se);
+    cJSON_AddNumberToObject(o, "bits_per_dim_first_given", f->mean_given);
+    cJSON_AddNumberToObject(o, "bits_per_dim_first_given_stderr", f->se_given);
+    cJSON_AddNumberToObject(o, "images", v->ds.n);
+    cJSON_AddStringToObject(o, "split", v->split);
+    cJSON_AddNumberToObject(o, "dims", c->seq_len);
+    cJSON_AddStringToObject(o, "model", v->job.model);
+    cJSON_AddStringToObject(o, "attention", c->attention == ATTN_LINEAR ? "linear" : "softmax");
+    cJSON_AddStringToObject(o, "dataset", c->dataset);
+    if (f->card) cJSON_AddNumberToObject(o, "model_card_bits_per_dim", atof(f->card));
+    if (f->paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", f->paper);
+    cJSON_AddNumberToObject(o, "images_per_s", v->ds.n / secs);
+    cJSON_AddNumberToObject(o, "seconds", secs);
+    cJSON_AddStringToObject(o, "form", v->rnn ? "rnn" : "parallel");
+    cJSON_AddNumberToObject(o, "batch", v->job.batch);
+    return o;
+}
+
+/* Rank 0's report of the images' figures and the run's speed in secs: the lines, --ceiling's and
+ * --json. Returns 0, or EXIT_FAIL for a JSON not written. */
+static int report(const Evaluation *v, double secs) {
+    const CliJob *j = &v->job;
+    const Config *c = &j->m.cfg;
+    Figures f = {.card = model_meta(&j->m, "test_bits_per_dim")};
+    mean_and_stderr(v->per, v->ds.n, &f.mean, &f.se);
+    mean_and_stderr(v->given, v->ds.n, &f.mean_given, &f.se_given);
+    const PaperFigure *pf = paper_figure(c->dataset, c->attention);
+    f.paper = pf ? pf->bits_per_dim : 0;
+    print_figures(v, &f);
+    char ranks[32];
+    printf("speed        %.2f images/s, %.1f s, %s form, batch %ld%s\n", v->ds.n / secs, secs,
+           v->rnn ? "step (RNN)" : "parallel", j->batch, cli_ranks_text(ranks, sizeof ranks));
+    /* the arithmetic of an image in the form that ran (transformer.h); the steps in float32 */
+    CliReport r = {.images = v->ds.n, .seconds = secs, .flops = transformer_flops(c, v->rnn ? 1 : c->seq_len),
+                   .ceiling = j->ceiling};
+    cli_report_ceiling(&r, "ceiling      ", v->rnn ? CEILING_FLOAT32 : CEILING_PARALLEL,
+                       v->rnn ? ceiling_state_traffic(c, j->batch) : (StateTraffic){0, 0, 0});
+    return j->json ? cli_report_json(eval_json(v, &f, secs), &r, j->json) : EXIT_OK;
+}
+
+/* Each rank's share of the images evaluated, their figures gathered on rank 0, and the report. */
+static int run(Evaluation *v) {
+    CliJob *j = &v->job;
+    const Config *c = &j->m.cfg;
+    Err e;
+    v->per = xcalloc(v->ds.n, sizeof(double));
+    v->given = xcalloc(v->ds.n, sizeof(double));
+    Progress prog;
+    progress_start(&prog, "images", v->ds.n);
+    progress_share(&prog, (double)v->count / v->ds.n, shard_rank() == 0);
+    double t0 = now_seconds();
+    int failed = evaluate_bits_per_dim(&j->m, device_current(), v->ds.images + v->first * c->seq_len, (int)v->count, (int)j->batch,
+                                       v->rnn, v->per + v->first, v->given + v->first, &prog, &e);
+    progress_end(&prog);
+    if (failed) cli_job_fail(j, &e);
+    if (cli_job_agree(j)) return j->rc;
+    shard_gather(v->per + v->first, v->count, sizeof(double));   /* rank 0: every image's figures, in order */
+    shard_gather(v->given + v->first, v->count, sizeof(double));
+    double secs = now_seconds() - t0;   /* so far as the slowest rank */
+    return shard_rank() == 0 ? report(v, secs) : EXIT_OK;
+}
+
+int cmd_eval(int argc, char **argv) {
+    Evaluation v = {.job = {.cmd = "eval", .device = "cpu"}, .split = "test", .mode = "parallel"};
+    int rc = eval_parse(&v, argc, argv);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    /* a device this build or machine lacks fails (rc set), after the usage errors below */
+    if (cli_job_options(&v.job, 1) == EXIT_USAGE || check_options(&v)) return EXIT_USAGE;
+    /* From here a failure can be one rank's alone (a file, a GPU): every rank learns of it at the
+     * next agreement (cli_job.h), and all stop together. */
+    rc = prepare(&v);
+    if (!rc) rc = run(&v);
+    free(v.per);
+    free(v.given);
+    dataset_free(&v.ds);
+    cli_job_free(&v.job);
+    return rc ? EXIT_FAIL : EXIT_OK;
 }

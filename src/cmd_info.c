@@ -5,10 +5,8 @@
 #include <string.h>
 
 #include "args.h"
+#include "cli_job.h"
 #include "commands.h"
-#include "jsonout.h"
-#include "modelpath.h"
-#include "output.h"
 #include "transformer.h"
 
 /* --json: every figure the text prints, and all of the file's metadata. */
@@ -42,72 +40,71 @@ static cJSON *info_json(const Model *m, const char *path, size_t state_bytes, si
     return o;
 }
 
-int cmd_info(int argc, char **argv) {
-    const char *path = NULL, *json = NULL;
-    int force = 0;
-    Opt opts[] = {
-        {"model", 'm', OPT_STR, &path, "NAME", "model file, or a name from lingen models (default mnist)", 0, 0},
-        {"json", 0, OPT_STR, &json, "FILE", "also write the figures as JSON (- for stdout; the text goes to stderr)", 0, 0},
-        {"force", 0, OPT_FLAG, &force, NULL, FORCE_HELP, 0, 0},
-    };
-    int r = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "info",
-                       "Show a model's configuration, parameter count, and the bytes of memory per image:\n"
-                       "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
-                       NULL, 0, NULL);
-    if (r) return r < 0 ? 0 : r;
-    output_set_force(force);
-    if (json && jsonout_prepare(json)) return 1;
-    char found[MODELPATH_LEN];
-    Model m;
-    if (cli_open_model(&m, &path, found)) return 1;
-    const Config *c = &m.cfg;
-    int N = c->seq_len;
+/* The configuration's lines, and the parameters: how many, and how the weights are held. */
+static void print_config(const Model *m, const char *path) {
+    const Config *c = &m->cfg;
     char *file = text_escape(path);   /* a file's name: no terminal escapes */
     printf("model        %s\n", file);
     free(file);
-    printf("dataset      %s (%dx%dx%d, N = %d sub-pixels)\n", c->dataset, c->height, c->width, c->channels, N);
+    printf("dataset      %s (%dx%dx%d, N = %d sub-pixels)\n", c->dataset, c->height, c->width, c->channels, c->seq_len);
     printf("attention    %s\n", c->attention == ATTN_LINEAR ? "linear (phi = elu + 1)" : "softmax (scale 1/sqrt(D))");
     printf("layers       %d, %s-norm, %s\n", c->n_layers, c->pre_norm ? "pre" : "post", c->gelu ? "gelu" : "relu");
     printf("width        d = %d = %d heads x %d, d_ff = %d\n", c->d, c->n_heads, c->d_head, c->d_ff);
     printf("output       mixture of %d discretized logistics\n", c->n_mix);
-    const Packed *w = &m.layers[0].qkv_w;
+    const Packed *w = &m->layers[0].qkv_w;
     char q8[64];
-    int q8_batch = m.plan.q8_batch;
+    int q8_batch = m->plan.q8_batch;
     if (q8_batch == INT_MAX) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps, --precision int8)");
     else if (q8_batch == 1) snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batch 1)");
     else snprintf(q8, sizeof q8, ", again as 8-bit integers (the steps at batches 1-%d)", q8_batch);
-    printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m.n_params, m.n_params * 4 / 1e6,
-           m.arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
-           w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "",
-           !w->q8 ? "" : q8);
+    printf("parameters   %zu (%.1f MB as float32; held in %.1f MB, %s%s%s%s)\n", m->n_params, m->n_params * 4 / 1e6,
+           m->arena_floats * sizeof(float) / 1e6, w->half ? "Linear weights as float16, as in the file" : "as float32",
+           w->bf16 ? ", again in bfloat16" : "", w->amx ? ", again split for AMX tiles" : "", !w->q8 ? "" : q8);
+}
+
+/* The memory per image of either attention at this shape (its bytes in *st, the RNN state, and
+ * *kv, the KV cache), the FLOPs, and the metadata that training recorded. */
+static void print_memory(const Model *m, size_t *st, size_t *kv) {
+    const Config *c = &m->cfg;
+    int N = c->seq_len;
     Config lin = *c, sm = *c;
     lin.attention = ATTN_LINEAR;
     sm.attention = ATTN_SOFTMAX;
-    size_t st = model_state_bytes(&lin, N), kv = model_state_bytes(&sm, N);
+    *st = model_state_bytes(&lin, N);
+    *kv = model_state_bytes(&sm, N);
     if (c->attention == ATTN_LINEAR) {
         printf("memory/image RNN state %zu B (%.1f KB) = %d layers x %d heads x (%dx%d + %d) x 4 B, the same at every position\n",
-               st, st / 1e3, c->n_layers, c->n_heads, c->d_head, c->d_head, c->d_head);
-        printf("             (a softmax model of this shape needs a KV cache of %zu B = %.1f MB at full length)\n", kv, kv / 1e6);
+               *st, *st / 1e3, c->n_layers, c->n_heads, c->d_head, c->d_head, c->d_head);
+        printf("             (a softmax model of this shape needs a KV cache of %zu B = %.1f MB at full length)\n", *kv,
+               *kv / 1e6);
     } else {
-        printf("memory/image KV cache %zu B (%.1f MB) at full length = %d layers x %d positions x 2 x %d x 4 B\n",
-               kv, kv / 1e6, c->n_layers, N, c->d);
-        printf("             (a linear model of this shape needs an RNN state of %zu B = %.1f KB)\n", st, st / 1e3);
+        printf("memory/image KV cache %zu B (%.1f MB) at full length = %d layers x %d positions x 2 x %d x 4 B\n", *kv,
+               *kv / 1e6, c->n_layers, N, c->d);
+        printf("             (a linear model of this shape needs an RNN state of %zu B = %.1f KB)\n", *st, *st / 1e3);
     }
     printf("FLOP/image   %.2f G (step form)\n", transformer_flops_per_image(c) / 1e9);
     const char *keys[] = {"test_bits_per_dim", "test_images", "epochs", "steps", "gpu_seconds", "date", "recipe", "fixture"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *v = model_meta(&m, keys[i]);
+        const char *v = model_meta(m, keys[i]);
         char *safe = v ? text_escape(v) : NULL;   /* a value is the file's text: no terminal escapes */
         if (v) printf("%-12s %s\n", keys[i], safe);
         free(safe);
     }
-    int rc = 0;
-    if (json) {
-        Err e;
-        cJSON *o = info_json(&m, path, st, kv);
-        if (jsonout_write(o, json, &e)) { fprintf(stderr, "lingen: %s\n", e.msg); rc = 1; }
-        cJSON_Delete(o);
-    }
-    model_free(&m);
+}
+
+int cmd_info(int argc, char **argv) {
+    CliJob j = {.cmd = "info"};   /* no --device: the model is read for the CPU */
+    Opt opts[] = {OPT_MODEL(j.model), OPT_JSON(j.json), OPT_FORCE(j.force)};
+    int rc = args_parse(argc, argv, 2, opts, sizeof opts / sizeof opts[0], "info",
+                        "Show a model's configuration, parameter count, and the bytes of memory per image:\n"
+                        "the RNN state (S, z) of a linear model, or the KV cache at full length of a softmax one.",
+                        NULL, 0, NULL);
+    if (rc) return rc < 0 ? EXIT_OK : rc;
+    if (cli_job_options(&j, 0) || cli_job_json(&j) || cli_job_open_model(&j)) return j.rc;
+    size_t st, kv;
+    print_config(&j.m, j.model);
+    print_memory(&j.m, &st, &kv);
+    if (j.json) rc = cli_report_json(info_json(&j.m, j.model, st, kv), NULL, j.json);
+    cli_job_free(&j);
     return rc;
 }

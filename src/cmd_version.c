@@ -28,7 +28,7 @@ int cmd_version(int argc, char **argv) {
                        "loaded (version and the CPU core type it picked), the default thread count, and\n"
                        "whether CUDA is built in.",
                        NULL, 0, NULL);
-    if (r) return r < 0 ? 0 : r;
+    if (r) return r < 0 ? EXIT_OK : r;
     const char *config = openblas_get_config();   /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ... MAX_THREADS=64" */
     char ver[32] = "unknown";
     if (config && !strncmp(config, "OpenBLAS ", 9)) sscanf(config + 9, "%31s", ver);
@@ -50,5 +50,5 @@ int cmd_version(int argc, char **argv) {
             printf("environment  %s=%s\n", settings_names[i], v);
             free(v);
         }
-    return 0;
+    return EXIT_OK;
 }

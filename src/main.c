@@ -43,8 +43,8 @@ static void hold_std_fds(void) {
 /* The command named by argv[1], run; its exit code. */
 static int run(int argc, char **argv) {
     cli_stop_blas_threads();
-    if (argc < 2) { usage(stderr); return 2; }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+    if (argc < 2) { usage(stderr); return EXIT_USAGE; }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) { usage(stdout); return EXIT_OK; }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) return cmd_version(argc, argv);
     const char *names[N_COMMANDS + 1];
     for (int i = 0; i < N_COMMANDS; i++) {
@@ -62,7 +62,7 @@ static int run(int argc, char **argv) {
         fprintf(stderr, "lingen: unknown command '%s'\n", argv[1]);
         usage(stderr);
     }
-    return 2;
+    return EXIT_USAGE;
 }
 
 /* A run that succeeded but could not write its standard output (a full disk, a closed
