@@ -45,17 +45,17 @@ int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const 
     return EXIT_USAGE;
 }
 
-int cli_load_model(Model *m, const char *path) {
+int cli_load_model(Model *m, Device d, const char *path) {
     Err e;
-    if (device_model_load(m, path, &e) == 0) return 0;
+    if (device_model_load(m, d, path, &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
 }
 
-int cli_open_model(Model *m, const char **name, char *found) {
+int cli_open_model(Model *m, Device d, const char **name, char *found) {
     if (modelpath_find(*name ? *name : "mnist", found, MODELPATH_LEN)) return -1;
     *name = found;
-    return cli_load_model(m, found);
+    return cli_load_model(m, d, found);
 }
 
 int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,

@@ -12,7 +12,7 @@
 int cli_job_options(CliJob *j, int probe) {
     output_set_force(j->force);
     if (cli_precision(j->cmd, j->precision)) return j->rc = EXIT_USAGE;
-    if (j->device) j->rc = device_option(j->device, j->cmd, probe);
+    if (j->device) j->rc = device_option(j->device, j->cmd, probe, &j->dev);
     return j->rc;
 }
 
@@ -22,7 +22,7 @@ int cli_job_json(CliJob *j) {
 }
 
 int cli_job_open_model(CliJob *j) {
-    if (!j->rc && cli_open_model(&j->m, &j->model, j->found)) j->rc = EXIT_FAIL;
+    if (!j->rc && cli_open_model(&j->m, j->dev, &j->model, j->found)) j->rc = EXIT_FAIL;
     return j->rc;
 }
 

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "ceiling.h"
+#include "engine.h"
 #include "model.h"
 #include "modelpath.h"
 #include "util.h"
@@ -19,6 +20,7 @@ typedef struct {
     const char *cmd;                 /* "sample": the messages' "lingen sample: ..." */
     const char *model;               /* --model (NULL: mnist); once opened, the file's path */
     const char *device;              /* --device; NULL: the command has none (the CPU) */
+    Device dev;                      /* ... as parsed by cli_job_options */
     const char *precision, *data, *json;   /* NULL: not given */
     long threads, batch;             /* 0: not given */
     int force, ceiling;
@@ -33,7 +35,7 @@ typedef struct {
 int cli_job_options(CliJob *j, int probe);
 /* --json FILE: on rank 0, checked before the work (jsonout.h: jsonout_prepare). */
 int cli_job_json(CliJob *j);
-/* --model found and loaded for the current device (commands.h: cli_open_model); j->model then
+/* --model found and loaded for j->dev (commands.h: cli_open_model); j->model then
  * names the file. */
 int cli_job_open_model(CliJob *j);
 /* --threads applied (commands.h: cli_set_threads). */

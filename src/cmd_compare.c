@@ -67,9 +67,9 @@ static int same_file(const ModelId *a, const ModelId *b) {
 
 /* Load path into m and note in id what was loaded; prints the problem and returns -1 on failure,
  * also when the file changed while it was read. */
-static int load_noted(Model *m, const char *path, ModelId *id) {
+static int load_noted(Model *m, Device d, const char *path, ModelId *id) {
     int before = file_id(path, id);
-    if (cli_load_model(m, path)) return -1;
+    if (cli_load_model(m, d, path)) return -1;
     ModelId after;
     if (before || file_id(path, &after) || !same_file(id, &after)) {
         fprintf(stderr, "lingen: %s: the file changed while it was read\n", path);
@@ -93,6 +93,7 @@ typedef struct Job Job;
 typedef int JobFn(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e);
 struct Job {
     JobFn *run;
+    Device dev;                     /* where it runs */
     const char *model;              /* loaded in the child; NULL: none */
     const ModelId *id;              /* what the child must find there */
     const char *what;               /* progress label */
@@ -127,7 +128,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
     Progress p;
     progress_start_positions(&p, j->what, j->n, N);
     StepClock clock = {sec, rss, 0};
-    GenOptions go = {.device = device_current(), .seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
+    GenOptions go = {.device = j->dev, .seed = 1, .batch = j->batch, .on_step = clock_step, .user = &clock, .progress = &p};
     double t0 = now_seconds();
     int done = generate(m, imgs, j->n, &go, e);
     double secs = now_seconds() - t0;
@@ -144,7 +145,7 @@ static int job_generate(const Job *j, const Model *m, Report *r, int *pos, doubl
  * (t+1 tokens) for the batch; time it at a few t and sum the interpolation over all N. */
 static int job_recompute(const Job *j, const Model *m, Report *r, int *pos, double *sec, double *rss, Err *e) {
     int N = m->cfg.seq_len, B = j->batch;
-    Engine *en = engine_new(m, device_current(), B, N, 0, e);
+    Engine *en = engine_new(m, j->dev, B, N, 0, e);
     if (!en) return -1;
     int *tok = xcalloc((size_t)B * N, sizeof(int));
     int k = compare_positions(N, RECOMPUTE_POSITIONS, pos), rc = 0;
@@ -178,7 +179,7 @@ static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *s
     double *per = xcalloc(j->n_imgs, sizeof(double));
     Progress p;
     progress_start(&p, j->what, j->n_imgs);
-    int rc = evaluate_bits_per_dim(m, device_current(), j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
+    int rc = evaluate_bits_per_dim(m, j->dev, j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
     progress_end(&p);
     if (rc == 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);
     free(per);
@@ -214,7 +215,7 @@ static void child(const Job *j, int fd, int *pos, double *sec, double *rss, pid_
     Report r = {0};
     Err e = {""};
     Model m;
-    int loaded = j->model && device_model_load(&m, j->model, &e) == 0;
+    int loaded = j->model && device_model_load(&m, j->dev, j->model, &e) == 0;
     if ((j->model && (!loaded || same_model(j->model, j->id, &m, &e))) ||
         j->run(j, loaded ? &m : NULL, &r, pos, sec, rss, &e)) {
         r.failed = 1;
@@ -356,7 +357,8 @@ static int find_models(CompareRun *r) {
 static int load_models(CompareRun *r) {
     CliJob *j = &r->job;
     Model sm = {0};
-    int ok = load_noted(&j->m, j->model, &r->lin_id) == 0 && load_noted(&sm, r->soft_path, &r->soft_id) == 0 &&
+    int ok = load_noted(&j->m, j->dev, j->model, &r->lin_id) == 0 &&
+             load_noted(&sm, j->dev, r->soft_path, &r->soft_id) == 0 &&
              check_pair(&j->m, j->model, &sm, r->soft_path, r->dataset) == 0;
     int big = j->m.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
     if (!r->n) r->n = big ? 4 : 16;
@@ -379,7 +381,7 @@ static void setup(const CompareRun *r, Comparison *c) {
     *c = (Comparison){.dataset = lc->dataset, .linear_model = r->job.model, .softmax_model = r->soft_path,
                       .seq_len = N, .n_images = (int)r->n, .batch = (int)r->job.batch, .test_images = r->ds.n,
                       .threads = threads_count(), .flops_per_image = transformer_flops_per_image(lc),
-                      .gpu = device_current() == DEVICE_CUDA};
+                      .gpu = r->job.dev == DEVICE_CUDA};
     c->rows[ROW_LINEAR_RNN].memory_bytes = model_state_bytes(lc, N);
     c->rows[ROW_SOFTMAX_KV].memory_bytes = model_state_bytes(sc, N);
     c->rows[ROW_SOFTMAX_RECOMPUTE].memory_bytes = runstate_bytes(sc, 1, N);
@@ -395,7 +397,7 @@ static void setup(const CompareRun *r, Comparison *c) {
  * after a message. */
 static int measure(const CompareRun *r, Comparison *c, size_t i, const Spare *spare) {
     int lin = PLAN[i].model == LINEAR, soft = PLAN[i].model == SOFTMAX;
-    Job job = {PLAN[i].run, lin ? r->job.model : soft ? r->soft_path : NULL, lin ? &r->lin_id : soft ? &r->soft_id : NULL,
+    Job job = {PLAN[i].run, r->job.dev, lin ? r->job.model : soft ? r->soft_path : NULL, lin ? &r->lin_id : soft ? &r->soft_id : NULL,
                PLAN[i].what, r->ds.images, r->ds.n, (int)r->n, (int)r->job.batch};
     CompareRow *w = PLAN[i].row >= 0 ? &c->rows[PLAN[i].row] : NULL;
     int speed = PLAN[i].gives == SPEED;

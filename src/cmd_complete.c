@@ -123,7 +123,7 @@ static int run(Completion *k) {
     int N = c->seq_len, total = k->n * (int)k->K, cols = (int)k->K + 2;
     Progress prog;
     progress_start_positions(&prog, "completing", total, N - k->P);
-    GenOptions go = {.device = device_current(), .seed = (uint64_t)k->seed, .batch = (int)j->batch, .temperature = k->temperature, .progress = &prog};
+    GenOptions go = {.device = j->dev, .seed = (uint64_t)k->seed, .batch = (int)j->batch, .temperature = k->temperature, .progress = &prog};
     double t0 = now_seconds();
     Err e;
     int done = complete_images(&j->m, k->inputs, k->n, (int)k->K, k->P, &go, k->imgs, &e);

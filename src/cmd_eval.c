@@ -18,9 +18,9 @@
  * hundreds of images than for a few (its linear attention runs the positions in order, each
  * (image, head) pair on its own threads): as many as 8 GB of activations and state hold, at most
  * 256. */
-static long default_batch(const Config *c, int T) {
+static long default_batch(const Config *c, int T, Device d) {
     long cpu = c->seq_len > 1000 ? 4 : 16;
-    if (device_current() != DEVICE_CUDA) return cpu;
+    if (d != DEVICE_CUDA) return cpu;
     return device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), cpu, 256);
 }
 
@@ -92,7 +92,7 @@ static int prepare(Evaluation *v) {
     const Config *c = &j->m.cfg;
     int T = v->rnn ? 1 : c->seq_len;   /* positions a pass holds */
     cli_job_threads(j);
-    if (!j->batch) j->batch = default_batch(c, T);
+    if (!j->batch) j->batch = default_batch(c, T, j->dev);
     if (!j->rc && cli_load_dataset(&v->ds, &j->m, j->model, j->data, v->split, (int)v->limit)) j->rc = EXIT_FAIL;
     if (j->batch > v->ds.n) j->batch = v->ds.n;
     shard_range(v->ds.n, shard_rank(), shard_size(), &v->first, &v->count);
@@ -182,7 +182,7 @@ static int run(Evaluation *v) {
     progress_start(&prog, "images", v->ds.n);
     progress_share(&prog, (double)v->count / v->ds.n, shard_rank() == 0);
     double t0 = now_seconds();
-    int failed = evaluate_bits_per_dim(&j->m, device_current(), v->ds.images + v->first * c->seq_len, (int)v->count, (int)j->batch,
+    int failed = evaluate_bits_per_dim(&j->m, j->dev, v->ds.images + v->first * c->seq_len, (int)v->count, (int)j->batch,
                                        v->rnn, v->per + v->first, v->given + v->first, &prog, &e);
     progress_end(&prog);
     if (failed) cli_job_fail(j, &e);

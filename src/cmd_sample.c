@@ -93,15 +93,15 @@ static int check_outputs_distinct(const char *out, const char *outdir, const cha
 
 /* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
  * (README, Speed: the GPU table): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
-static long default_batch(const Config *c) {
-    if (device_current() != DEVICE_CUDA) return 64;
+static long default_batch(const Config *c, Device d) {
+    if (d != DEVICE_CUDA) return 64;
     return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
 }
 
 /* The kernel of the layers' products in a run of this batch (plan.h); the GPU's keep float32's
  * accuracy. */
-static Kernel products(const Model *m, long batch) {
-    if (device_current() == DEVICE_CUDA) return KERNEL_F32;
+static Kernel products(const Model *m, long batch, Device d) {
+    if (d == DEVICE_CUDA) return KERNEL_F32;
     return transformer_step_products(m, (int)batch);
 }
 
@@ -242,7 +242,7 @@ static int prepare(Sampling *s) {
     shard_range(s->n, rank, shard_size(), &s->first, &s->count);
     cli_job_open_model(j);
     const Config *c = &j->m.cfg;
-    if (!j->batch) j->batch = j->rc ? 1 : default_batch(c);
+    if (!j->batch) j->batch = j->rc ? 1 : default_batch(c, j->dev);
     if (j->batch > s->n) j->batch = s->n;   /* generate() never runs more at once */
     Err e;
     if (!j->rc && (image_check_outputs(rank == 0 ? s->out : NULL, s->outdir, s->first, s->count, c->channels, &e) ||
@@ -262,7 +262,7 @@ static int report(const Sampling *s, long total, double secs) {
     const CliJob *j = &s->job;
     const Config *c = &j->m.cfg;
     char temp[48] = "", ranks[32], animated[4200] = "";
-    Kernel kern = products(&j->m, j->batch);
+    Kernel kern = products(&j->m, j->batch, j->dev);
     if (s->temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", s->temperature);
     /* -o - or --animate -: stdout is the image */
     FILE *info = strcmp(s->out, "-") && !(s->anim.path && !strcmp(s->anim.path, "-")) ? stdout : stderr;
@@ -288,7 +288,7 @@ static int run(Sampling *s) {
     Progress prog;
     progress_start_positions(&prog, "sampling", s->n, c->seq_len);
     progress_share(&prog, (double)s->count / s->n, rank == 0);
-    GenOptions go = {.device = device_current(), .seed = (uint64_t)s->seed, .first = s->first, .batch = (int)j->batch,
+    GenOptions go = {.device = j->dev, .seed = (uint64_t)s->seed, .first = s->first, .batch = (int)j->batch,
                      .temperature = s->temperature, .stop = &stop_signal, .progress = &prog};
     double t0 = now_seconds();
     Err e;

@@ -2,6 +2,7 @@
 #ifndef LINGEN_COMMANDS_H
 #define LINGEN_COMMANDS_H
 #include "dataset.h"
+#include "engine.h"
 #include "model.h"
 
 int cmd_sample(int argc, char **argv);
@@ -23,10 +24,10 @@ int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const 
 /* --ceiling measures one process: refused (EXIT_USAGE, after a message) in a job of several ranks. */
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
-int cli_load_model(Model *m, const char *path);
+int cli_load_model(Model *m, Device d, const char *path);
 /* --model NAME (NULL: mnist) resolved into found (modelpath.h; MODELPATH_LEN bytes), *name then
  * pointing at it, and loaded; prints the problem and returns -1 on failure. */
-int cli_open_model(Model *m, const char **name, char *found);
+int cli_open_model(Model *m, Device d, const char **name, char *found);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked
  * against the model's image shape (limit > 0: the first limit images). Prints "lingen: <problem>"
  * and returns -1 on failure. */

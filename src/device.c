@@ -1,12 +1,10 @@
-/* The process-wide device choice. */
+/* --device (device.h). */
 #include "device.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "shard.h"
-
-static Device current = DEVICE_CPU;
 
 int device_parse(const char *name, const char *cmd, Device *d) {
     if (!strcmp(name, "cpu")) { *d = DEVICE_CPU; return 0; }
@@ -23,35 +21,26 @@ int device_parse(const char *name, const char *cmd, Device *d) {
 #endif
 }
 
-int device_select(Device d, int probe, Err *e) {
-    /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
-#ifdef LINGEN_CUDA
-    if (d == DEVICE_CUDA && probe && engine_cuda_use(shard_local_rank(), e)) return -1;
-#else
-    (void)probe;
-    (void)e;
-#endif
-    current = d;
-    return 0;
-}
-
-Device device_current(void) { return current; }
-
-int device_model_load(Model *m, const char *path, Err *e) {
-    if (current != DEVICE_CUDA) return model_load_with(m, path, NULL, 0, e);
+int device_model_load(Model *m, Device d, const char *path, Err *e) {
+    if (d != DEVICE_CUDA) return model_load_with(m, path, NULL, 0, e);
     Plan f32 = plan_make((Caps){0, 0, 0}, PRECISION_F32);
     return model_load_with(m, path, &f32, MODEL_FILE_WEIGHTS, e);
 }
 
-int device_option(const char *name, const char *cmd, int probe) {
-    Device d;
-    int rc = device_parse(name, cmd, &d);
+int device_option(const char *name, const char *cmd, int probe, Device *d) {
+    int rc = device_parse(name, cmd, d);
     if (rc) return rc;
     Err e;
-    if (device_select(d, probe, &e)) {
+#ifdef LINGEN_CUDA
+    /* the ranks of an MPI job that share a node take its GPUs in turn (shard.h) */
+    if (*d == DEVICE_CUDA && probe && engine_cuda_use(shard_local_rank(), &e)) {
         fprintf(stderr, "lingen %s: --device %s: %s\n", cmd, name, e.msg);
         return EXIT_FAIL;
     }
+#else
+    (void)probe;
+    (void)e;
+#endif
     return 0;
 }
 
