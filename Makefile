@@ -37,8 +37,11 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 # sm_90 (H100, H200) machine code, and PTX that newer GPUs compile when loading it
 NVFLAGS   ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra
 CFLAGS    += -DLINGEN_CUDA
-OBJ       += $(BUILD)/backend_cuda.o
-LIBOBJ    += $(BUILD)/backend_cuda.o
+# every src/cuda/*.cu, an object each beside the C ones (so no stem may be a src/*.c's too)
+CUOBJ     := $(patsubst src/cuda/%.cu,$(BUILD)/%.o,$(wildcard src/cuda/*.cu))
+$(if $(filter $(CUOBJ),$(OBJ)),$(error src/cuda/ and src/ both make $(filter $(CUOBJ),$(OBJ))))
+OBJ       += $(CUOBJ)
+LIBOBJ    += $(CUOBJ)
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
@@ -62,7 +65,8 @@ $(BUILD)/lingen: $(OBJ)
 $(BUILD)/%.o: src/%.c | $(BUILD)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/backend_cuda.o: src/cuda/backend_cuda.cu | $(BUILD)
+# each src/cuda/*.cu on its own (no -rdc: a kernel is launched from its own file)
+$(BUILD)/%.o: src/cuda/%.cu | $(BUILD)
 	$(NVCC) $(NVFLAGS) -DLINGEN_CUDA -Isrc -MMD -MP -c -o $@ $<
 
 # The GPU tests and benchmark (plain C, no cmocka: they also run from a packed folder).

@@ -1,5 +1,5 @@
 /* The DMOL sampler as an inline function that compiles for the CPU (dmol.c) and, under nvcc,
- * for the GPU (src/cuda/backend_cuda.cu): one source, so both draw from exactly the same PMF
+ * for the GPU (src/cuda/kernels.cu): one source, so both draw from exactly the same PMF
  * (with rng.h's pcg32_uniform, likewise shared, the same per-image streams). */
 #ifndef LINGEN_DMOL_DRAW_H
 #define LINGEN_DMOL_DRAW_H

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The CUDA build's two halves agree by construction, checked without a GPU:
-#   1. every project header the CUDA engine includes (src/cuda/*, transitively) preprocesses to
+#   1. every project header the CUDA engine includes (from every src/cuda/*.cu and its private
+#      .cuh headers, transitively) preprocesses to
 #      the same text and defines the same macros under a baseline x86-64 and under AVX-512/AMX
 #      (nvcc compiles the .cu without the host's -march; the C files get -march=native), and the
 #      check tells an instruction-set-dependent header (matmul.h) from those;
 #   2. where nvcc exists, the CUDA build compiles as a user builds it (make CUDA=1, default
-#      flags) and its lingen refuses --device cuda cleanly on a machine without a GPU.
+#      flags), an object for every src/cuda/*.cu, and its lingen refuses --device cuda cleanly on
+#      a machine without a GPU.
 # Run from the repository root.
 set -u
 . tests/cli_common.sh
@@ -25,9 +27,11 @@ reach() {
   done
 }
 : > "$T/seen"
-for f in src/cuda/*.cu src/cuda/*.h; do reach "$f"; done
+cus=(src/cuda/*.cu)
+for f in "${cus[@]}" src/cuda/*.cuh src/cuda/*.h; do reach "$f"; done
 headers=$(sort -u "$T/seen" | grep '\.h$')
-[ -n "$headers" ] && ok "the CUDA engine's headers: $(echo $headers | tr '\n' ' ')" || bad "no header found under src/cuda"
+[ -n "$headers" ] && ok "the headers of ${#cus[@]} .cu files (${cus[*]##*/}): $(echo $headers | tr '\n' ' ')" ||
+  bad "no header found under src/cuda"
 
 # the macros the project's headers define (the system's, such as math.h's FP_FAST_FMA, are the
 # host compiler's own business: the text below shows whether any project code uses them)
@@ -70,6 +74,15 @@ else
   B=build-cuda-check
   if nice make -s -j2 CUDA=1 BUILD=$B $B/lingen $B/test_cuda $B/bench_cuda > "$T/build" 2>&1; then
     ok "make CUDA=1 (default flags) builds lingen, test_cuda and bench_cuda"
+    # each .cu is compiled and linked: were it changed, make would rebuild its object and lingen
+    missing=""
+    for f in "${cus[@]}"; do
+      o=${f##*/}; o=$B/${o%.cu}.o
+      make -n -W "$f" CUDA=1 BUILD=$B $B/lingen > "$T/dry" 2>&1
+      grep -q -- "-o $o " "$T/dry" && grep -q -- "-o $B/lingen .*$o" "$T/dry" || missing+=" $f"
+    done
+    [ -z "$missing" ] && ok "each of the ${#cus[@]} .cu files is compiled and linked into lingen" ||
+      bad "not compiled or not linked:$missing"
     # the objects of one build: the CUDA engine's and the C side's, and no warning
     grep -q "warning" "$T/build" && bad "the CUDA build warns: $(grep -m1 warning "$T/build")" || ok "the CUDA build has no warning"
     expect 0 "the CUDA build's lingen --version" $B/lingen --version

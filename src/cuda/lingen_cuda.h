@@ -1,5 +1,5 @@
-/* The CUDA engine (src/cuda/backend_cuda.cu, built with `make CUDA=1`): the same model and the
- * same arithmetic as transformer.c, attention_*.c and dmol.c, on one NVIDIA GPU.
+/* The CUDA engine (the .cu files of src/cuda/, built with `make CUDA=1`): the same model and
+ * the same arithmetic as transformer.c, attention_*.c and dmol.c, on one NVIDIA GPU.
  *
  * This header is what the C and CUDA halves of a build share, and nvcc compiles the CUDA half
  * without the host compiler's -march: it holds plain data only, and it and every header it

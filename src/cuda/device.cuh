@@ -1,0 +1,88 @@
+/* The device functions that kernels.cu's and products.cu's kernels share: warp sums, a row's
+ * layer norm, the [hi lo] halves of a value, a row's residual, the activation, and one warp's
+ * linear attention of a head. Included by those two files only, so each compiles its own copy
+ * (no -rdc). */
+#ifndef LINGEN_CUDA_DEVICE_CUH
+#define LINGEN_CUDA_DEVICE_CUH
+#include <cuda_fp16.h>
+
+#include "lingen_cuda.h"
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* One warp per row: mean, then the variance of the deviations (as layernorm_row), then the
+ * normalized row. The warp's lanes each own the same columns in every pass. */
+static __device__ void ln_row(float *o, const float *x, const float *w, const float *b, int d, int lane) {
+    float s = 0;
+    for (int i = lane; i < d; i += 32) s += x[i];
+    float mean = warp_sum(s) / d, v = 0;
+    for (int i = lane; i < d; i += 32) v += (x[i] - mean) * (x[i] - mean);
+    float inv = 1.0f / sqrtf(warp_sum(v) / d + LN_EPS);
+    for (int i = lane; i < d; i += 32) o[i] = (x[i] - mean) * inv * w[i] + b[i];
+}
+
+/* Value c of a row of n, as the next product's input: [hi lo] halves in the row of 2n (linear(),
+ * products.cu). */
+__device__ __forceinline__ void put_split(__half *row2, int n, int c, float v) {
+    __half hi = __float2half_rn(v);
+    row2[c] = hi;
+    row2[n + c] = __float2half_rn(v - __half2float(hi));
+}
+
+/* One warp, one row of d: x += y + bias, then (post-norm) x = LN(x) with (w, b); with x2r also
+ * x as the next product's halves; with fw, also xn = LN_final(x). y is read through L2
+ * (__ldcg): other blocks of a product wrote it. */
+static __device__ void residual_row(float *xr, const float *yr, const float *bias, const float *w, const float *b, int d,
+                             int post, __half *x2r, const float *fw, const float *fb, float *xnr, int lane) {
+    for (int i = lane; i < d; i += 32) xr[i] += __ldcg(yr + i) + bias[i];
+    __syncwarp();
+    if (post) ln_row(xr, xr, w, b, d, lane);
+    __syncwarp();
+    if (x2r)
+        for (int i = lane; i < d; i += 32) put_split(x2r, d, i, xr[i]);
+    if (fw) ln_row(xnr, xr, fw, fb, d, lane);
+}
+
+__device__ __forceinline__ float activate(float v, int gelu) {   /* relu, or the exact gelu */
+    return gelu ? 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)) : (v > 0 ? v : 0);
+}
+
+/* phi(u) = elu(u) + 1, as attention_linear.c: u + 1 above 0, exp(u) at or below. */
+__device__ __forceinline__ float phi(float u) { return u > 0 ? u + 1.0f : expf(fminf(u, 0.0f)); }
+
+/* linear_attention_kernel's RNN for one (image, head) pair of head width 32, by one warp: lane e
+ * holds column e of S, the others' values come by shuffles; the same sums in the same order. */
+static __device__ void attention_pair_warp(float *Sp, float *zp, const float *qkv, const float *qkv_b, float *out, int b,
+                                    int h, int T, int d, int lane) {
+    float Sc[32], zc = zp[lane];
+#pragma unroll
+    for (int a = 0; a < 32; a++) Sc[a] = Sp[a * 32 + lane];
+    float bq = qkv_b[h * 32 + lane], bk = qkv_b[d + h * 32 + lane], bv = qkv_b[2 * d + h * 32 + lane];
+    for (int t = 0; t < T; t++) {
+        size_t row = (size_t)b * T + t;
+        const float *base = qkv + row * 3 * d + h * 32;
+        float q = phi(__ldcg(base + lane) + bq), k = phi(__ldcg(base + d + lane) + bk), v = __ldcg(base + 2 * d + lane) + bv;
+        zc += k;
+        float den = 0, num = 0;
+#pragma unroll
+        for (int a = 0; a < 32; a++) {
+            float qa = __shfl_sync(0xffffffffu, q, a);
+            den += qa * __shfl_sync(0xffffffffu, zc, a);
+            Sc[a] += __shfl_sync(0xffffffffu, k, a) * v;
+            num += qa * Sc[a];
+        }
+        out[row * d + h * 32 + lane] = num / (den + LINEAR_EPS);
+    }
+#pragma unroll
+    for (int a = 0; a < 32; a++) Sp[a * 32 + lane] = Sc[a];
+    zp[lane] = zc;
+}
+
+#endif
