@@ -8,7 +8,7 @@ LDLIBS  += -lopenblas -lcjson -lpng -lgif -lz -lm -lpthread
 PYTHON  ?= /usr/bin/python3
 # CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
 CUDA    ?= 0
-# MPI=1: sample and eval split over the ranks of an MPI job (src/shard.c), built with mpicc.
+# MPI=1: sample and eval split over the ranks of an MPI job (src/engine/shard.c), built with mpicc.
 MPI     ?= 0
 BUILD   ?= $(if $(filter 1,$(CUDA)),build-cuda,build)$(if $(filter 1,$(MPI)),-mpi)
 PREFIX  ?= /usr/local
@@ -17,8 +17,12 @@ DATADIR ?= $(PREFIX)/share/lingen
 MANDIR  ?= $(PREFIX)/share/man/man1
 export LINGEN_DATA ?= $(if $(wildcard ../shared/data/mnist),$(abspath ../shared/data),$(abspath data))
 
-SRC     := $(wildcard src/*.c)
-OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
+# src/ in layers, a folder each (docs/code.md; tests/test_cli_layers.sh checks the includes); the
+# objects side by side in $(BUILD), so no two files may share a name
+SRC     := $(wildcard src/*/*.c)
+OBJ     := $(patsubst %.c,$(BUILD)/%.o,$(notdir $(SRC)))
+$(if $(word $(words $(OBJ)),$(sort $(OBJ))),,$(error two files in src/ share a name))
+vpath %.c $(sort $(dir $(SRC)))
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
 
@@ -37,9 +41,9 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 # sm_90 (H100, H200) machine code, and PTX that newer GPUs compile when loading it
 NVFLAGS   ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra
 CFLAGS    += -DLINGEN_CUDA
-# every src/cuda/*.cu, an object each beside the C ones (so no stem may be a src/*.c's too)
+# every src/cuda/*.cu, an object each beside the C ones (so no stem may be a src/*/*.c's too)
 CUOBJ     := $(patsubst src/cuda/%.cu,$(BUILD)/%.o,$(wildcard src/cuda/*.cu))
-$(if $(filter $(CUOBJ),$(OBJ)),$(error src/cuda/ and src/ both make $(filter $(CUOBJ),$(OBJ))))
+$(if $(filter $(CUOBJ),$(OBJ)),$(error a .cu and a .c both make $(filter $(CUOBJ),$(OBJ))))
 OBJ       += $(CUOBJ)
 LIBOBJ    += $(CUOBJ)
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
@@ -62,7 +66,9 @@ $(BUILD)/lingen: $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # -MMD -MP: each object's header dependencies, written beside it and read back below
-$(BUILD)/%.o: src/%.c | $(BUILD)
+# (a .d file written before a source moved names its old path: "making" that path rebuilds the object)
+src/%.c: ; @:
+$(BUILD)/%.o: %.c | $(BUILD)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # each src/cuda/*.cu on its own (no -rdc: a kernel is launched from its own file)
@@ -137,14 +143,14 @@ test-c: $(TESTS) $(MATMUL_TESTS)
 # The matmul tests again on the other micro-kernels than this machine's: the portable C one
 # (machines without AVX2), the AVX2 one where the build picked AVX-512, and AMX's tiles as C
 # (matmul_amx.c, LINGEN_AMX_EMULATE) where the processor has none.
-MATMUL_SRC := tests/test_matmul.c src/matmul.c src/matmul_amx.c src/matmul_q8.c src/store.c src/product.c src/plan.c \
-              src/settings.c src/threads.c src/adapt.c src/util.c
+MATMUL_SRC := tests/test_matmul.c $(addprefix src/kernels/,matmul.c matmul_amx.c matmul_q8.c store.c product.c plan.c \
+              threads.c adapt.c) src/io/settings.c src/io/util.c
 MATMUL_LINK = $(CC) $(CFLAGS) -Itests -o $@ $(MATMUL_SRC) -lcmocka -lm -lpthread
-$(BUILD)/test_matmul_portable: $(MATMUL_SRC) $(wildcard src/*.h tests/*.h) | $(BUILD)
+$(BUILD)/test_matmul_portable: $(MATMUL_SRC) $(wildcard src/*/*.h tests/*.h) | $(BUILD)
 	$(MATMUL_LINK) -U__AVX2__ -U__AVX512F__
-$(BUILD)/test_matmul_avx2: $(MATMUL_SRC) $(wildcard src/*.h tests/*.h) | $(BUILD)
+$(BUILD)/test_matmul_avx2: $(MATMUL_SRC) $(wildcard src/*/*.h tests/*.h) | $(BUILD)
 	$(MATMUL_LINK) -U__AVX512F__
-$(BUILD)/test_matmul_amx: $(MATMUL_SRC) $(wildcard src/*.h tests/*.h) | $(BUILD)
+$(BUILD)/test_matmul_amx: $(MATMUL_SRC) $(wildcard src/*/*.h tests/*.h) | $(BUILD)
 	$(MATMUL_LINK) -DLINGEN_AMX_EMULATE
 
 test-py: $(BUILD)/test_transformer

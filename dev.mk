@@ -65,7 +65,7 @@ FUZZ_OPT_args    := -max_len=512 -close_fd_mask=3
 
 .PHONY: fuzz fuzz-build fuzz-regress valgrind
 .SECONDARY: $(FUZZ_OBJ)   # keep the objects between builds
-build-fuzz/%.o: src/%.c | build-fuzz
+build-fuzz/%.o: %.c | build-fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build-fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_common.h $(FUZZ_OBJ)

@@ -5,7 +5,7 @@
 #      --threads 1 (and the same on the quiet 2 cores);
 #   2. scaling: batch 256 on 2 cores against all of CORES (when CORES has 16 or more);
 #   3. RNN sampling at batch 64 on 2 threads against the sgemm ceiling, and against the bound
-#      that the ceiling and the state's memory set together (src/ceiling.h);
+#      that the ceiling and the state's memory set together (src/engine/ceiling.h);
 #   4. lingen against PyTorch's step form (scripts/bench_torch.py; the fastest of its float32,
 #      bfloat16 and dynamically quantized 8-bit products) at batch 64 and 1, 2 cores, two
 #      alternating rounds; at batch 1 also lingen without 8-bit weights (LINGEN_INT8=0; the
@@ -88,7 +88,7 @@ fi
 
 if part 2; then
   echo "== 2. scaling at batch 256: 2 cores against ${#CPU[@]}"
-  # GFLOP/s of the ceiling's 1024^3 product (src/ceiling.h) on cores $1 with $2 threads
+  # GFLOP/s of the ceiling's 1024^3 product (src/engine/ceiling.h) on cores $1 with $2 threads
   gflops() {
     taskset -c "$1" "${LG[@]}" sample --model "$MODEL" -n 1 --threads "$2" --ceiling -o "$OUT/bench.png" | tee -a "$OUT/runs.txt" |
       sed -n "s/.* of sgemm's \([0-9.]*\) GFLOP.*/\1/p"

@@ -3,7 +3,7 @@
     python3 scripts/evaluate.py models/mnist.bin [--limit 1000] [--data DIR] [--double] [--int8]
 
 The reference that the C engine's `lingen eval bits-per-dim` and the model card are checked against.
---int8 computes the layers' Linear products as lingen's 8-bit steps do (src/matmul_q8.h): the
+--int8 computes the layers' Linear products as lingen's 8-bit steps do (src/kernels/matmul_q8.h): the
 weights in blocks of 32 inputs of one output, integers in -127..127 times the block's largest / 127
 rounded up to bfloat16; each row of their input (one image's position) integers in
 -32767..32767 times the row's largest / 32767.
@@ -37,7 +37,7 @@ def round_rows16(x):
 
 def round_int8(model, block=32):
     """Every Linear weight but the head's as lingen's 8-bit weights hold it, and the input of each
-    such Linear rounded by rows as the kernel rounds it (src/matmul_q8.c)."""
+    such Linear rounded by rows as the kernel rounds it (src/kernels/matmul_q8.c)."""
     with torch.no_grad():
         for name, mod in model.named_modules():
             if isinstance(mod, torch.nn.Linear) and name != "head":

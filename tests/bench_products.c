@@ -14,13 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "commands.h"
-#include "matmul.h"
-#include "model.h"
-#include "product.h"
-#include "threads.h"
-#include "transformer.h"
-#include "util.h"
+#include "cli/commands.h"
+#include "kernels/matmul.h"
+#include "engine/model.h"
+#include "kernels/product.h"
+#include "kernels/threads.h"
+#include "engine/transformer.h"
+#include "io/util.h"
 
 typedef struct { const char *name; Kernel k; Packed W; const float *b; int n_in, n_out, act; } Product;
 

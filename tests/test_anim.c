@@ -7,10 +7,10 @@
 
 #include <gif_lib.h>
 
-#include "anim.h"
-#include "commands.h"
-#include "generate.h"
-#include "image.h"
+#include "io/anim.h"
+#include "cli/commands.h"
+#include "engine/generate.h"
+#include "io/image.h"
 
 /* ---------------------------------------------------------------- decoding */
 

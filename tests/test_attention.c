@@ -7,11 +7,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
-#include "half.h"
-#include "model.h"
-#include "rng.h"
-#include "threads.h"
+#include "engine/attention.h"
+#include "io/half.h"
+#include "engine/model.h"
+#include "engine/rng.h"
+#include "kernels/threads.h"
 
 enum { B = 2, H = 2, T = 70 };   /* 70 positions: two chunks of the parallel form (64 + 6) */
 

@@ -5,8 +5,8 @@
 #include "testutil.h"
 
 #include <math.h>
-#include "ceiling.h"
-#include "threads.h"
+#include "engine/ceiling.h"
+#include "kernels/threads.h"
 
 static void test_pass_covers_every_float(void **state) {
     (void)state;

@@ -36,7 +36,7 @@ $L sample --model $F/tiny-linear-mnist.bin -n 6 --batch 4 --seed 7 -o "$T/c.png"
 same=0; for k in 0 1 2 3 4 5; do cmp -s "$T/a/sample_0000$k.png" "$T/c/sample_0000$k.png" && same=$((same + 1)); done
 [ $same -ge 5 ] && ok "image k independent of the batch ($same/6 identical)" || bad "batch changed $((6 - same))/6 images"
 # nor on the threads: one and two give the same images, at a batch whose draws from the
-# mixtures run in a parallel loop (src/generate.c)
+# mixtures run in a parallel loop (src/engine/generate.c)
 $L sample --model $F/tiny-linear-mnist.bin -n 70 --batch 70 --seed 7 --threads 1 -o "$T/t1.png" > /dev/null
 $L sample --model $F/tiny-linear-mnist.bin -n 70 --batch 70 --seed 7 --threads 2 -o "$T/t2.png" > /dev/null
 cmp -s "$T/t1.png" "$T/t2.png" && ok "1 and 2 threads, the same images" || bad "1 and 2 threads gave different images"

@@ -36,7 +36,7 @@ headers=$(sort -u "$T/seen" | grep '\.h$')
 # the macros the project's headers define (the system's, such as math.h's FP_FAST_FMA, are the
 # host compiler's own business: the text below shows whether any project code uses them)
 own_macros() {
-  grep -ho '^[[:space:]]*#[[:space:]]*define[[:space:]]\+[A-Za-z_][A-Za-z0-9_]*' src/*.h src/cuda/*.h |
+  grep -ho '^[[:space:]]*#[[:space:]]*define[[:space:]]\+[A-Za-z_][A-Za-z0-9_]*' src/*/*.h src/cuda/*.cuh |
     awk '{print $NF}' | sort -u
 }
 own_macros > "$T/own"
@@ -62,9 +62,9 @@ for h in $headers; do
   else ok "$h: the same under $BASE and AVX-512/AMX"; fi
 done
 # the control: the CPU kernels' header does depend on it (so the check can see a difference)
-if differs src/matmul.h; then ok "control: src/matmul.h (MATMUL_NR) is seen to depend on it"
-else bad "control: src/matmul.h not seen to differ: the check is blind"; fi
-echo "$headers" | grep -qx 'src/matmul.h' && bad "the CUDA engine reaches src/matmul.h" || ok "the CUDA engine does not reach src/matmul.h"
+if differs src/kernels/matmul.h; then ok "control: src/kernels/matmul.h (MATMUL_NR) is seen to depend on it"
+else bad "control: src/kernels/matmul.h not seen to differ: the check is blind"; fi
+echo "$headers" | grep -qx 'src/kernels/matmul.h' && bad "the CUDA engine reaches src/kernels/matmul.h" || ok "the CUDA engine does not reach src/kernels/matmul.h"
 
 # 2. the build as a user makes it, where nvcc is
 NVCC=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}

@@ -6,9 +6,9 @@
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 
-#include "cli_job.h"
-#include "output.h"
-#include "plan.h"
+#include "cli/cli_job.h"
+#include "io/output.h"
+#include "kernels/plan.h"
 
 /* What fn(j) printed on stderr, into buf (n bytes); its return value in *rc. */
 static void capture_stderr(int (*fn)(CliJob *), CliJob *j, int *rc, char *buf, size_t n) {

@@ -1,4 +1,4 @@
-/* The arithmetic and the outputs of `lingen compare` (src/compare.c) on made-up measurements:
+/* The arithmetic and the outputs of `lingen compare` (src/cli/compare.c) on made-up measurements:
  * sampled positions, the trapezoid extrapolation (exact for a per-step time linear in the
  * position), speed-ups and the sgemm ceiling, the printed table and the JSON's shape. No timing. */
 #include "testutil.h"
@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
-#include "compare.h"
-#include "paper.h"
+#include "cli/compare.h"
+#include "engine/paper.h"
 
 static void test_positions(void **state) {
     (void)state;

@@ -5,10 +5,10 @@
 
 #include <string.h>
 
-#include "complete.h"
-#include "dmol.h"
-#include "rng.h"
-#include "transformer.h"
+#include "engine/complete.h"
+#include "engine/dmol.h"
+#include "engine/rng.h"
+#include "engine/transformer.h"
 
 /* The reference: one image, every position in step form (T = 1), BOS first, prefix values fed
  * back as they are, the rest drawn from random stream `stream` at temperature temp. */

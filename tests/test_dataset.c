@@ -1,7 +1,7 @@
 /* Dataset readers: the real MNIST / CIFAR-10 files under $LINGEN_DATA, and every
  * error path on small broken files written to a temporary directory. */
 #include "testutil.h"
-#include "dataset.h"
+#include "io/dataset.h"
 
 #include <dirent.h>
 #include <string.h>

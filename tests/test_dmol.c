@@ -5,8 +5,8 @@
 
 #include <math.h>
 #include <string.h>
-#include "dmol.h"
-#include "model.h"
+#include "engine/dmol.h"
+#include "engine/model.h"
 
 /* ---------------------------------------------------------------- the PMF */
 

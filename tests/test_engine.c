@@ -1,11 +1,11 @@
-/* The engine interface (src/engine.h) on the CPU: its forward is transformer_forward's, its
+/* The engine interface (src/engine/engine.h) on the CPU: its forward is transformer_forward's, its
  * draws are dmol.c's from each image's stream, and every call outside its capacity is refused
  * with a message (never run). The GPU engine is held to the same through tests/cuda/test_cuda.c. */
 #include "testutil.h"
 
-#include "dmol.h"
-#include "engine.h"
-#include "transformer.h"
+#include "engine/dmol.h"
+#include "engine/engine.h"
+#include "engine/transformer.h"
 
 static Model load(const char *name) {
     Model m;

@@ -6,12 +6,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "dataset.h"
-#include "dmol.h"
-#include "evaluate.h"
-#include "model.h"
-#include "safetensors.h"
-#include "transformer.h"
+#include "io/dataset.h"
+#include "engine/dmol.h"
+#include "engine/evaluate.h"
+#include "engine/model.h"
+#include "io/safetensors.h"
+#include "engine/transformer.h"
 
 static void check(const char *name) {
     char path[256];

@@ -4,7 +4,7 @@
 
 #include <float.h>
 #include <math.h>
-#include "fastexp.h"
+#include "kernels/fastexp.h"
 
 /* distance in units in the last place of the float nearest to the exact value */
 static double ulps(float got, double want) {

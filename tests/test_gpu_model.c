@@ -1,14 +1,14 @@
-/* The hand-over to the GPU engine (src/gpu_model.c), checked without a GPU: what the CUDA engine
+/* The hand-over to the GPU engine (src/cuda/gpu_model.c), checked without a GPU: what the CUDA engine
  * receives is each Linear weight in the model file's own row-major layout, element for element
  * the file's tensor and the CPU engine's packed weight; the canary's reference is the CPU's
  * float32 forward of its two tokens; the canary's comparison passes and fails where it should. */
 #include "testutil.h"
 
 #include <math.h>
-#include "gpu_model.h"
-#include "half.h"
-#include "safetensors.h"
-#include "transformer.h"
+#include "cuda/gpu_model.h"
+#include "io/half.h"
+#include "io/safetensors.h"
+#include "engine/transformer.h"
 
 static float file_weight_at(FileWeight w, size_t k) {
     return w.half ? half_to_float(((const uint16_t *)w.w)[k]) : ((const float *)w.w)[k];

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <png.h>
 #include <zlib.h>
-#include "image.h"
+#include "io/image.h"
 
 
 /* Number of entries in test_dir, and whether any of them looks like a temp file ("name.XXXXXX"). */

@@ -12,12 +12,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "half.h"
-#include "matmul.h"
-#include "matmul_amx.h"
-#include "matmul_q8.h"
-#include "product.h"
-#include "threads.h"
+#include "io/half.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_q8.h"
+#include "kernels/product.h"
+#include "kernels/threads.h"
 
 static float uniform(unsigned *s) { *s = *s * 1664525u + 1013904223u; return (float)(*s >> 8) / (1 << 24) - 0.5f; }
 /* a random half of magnitude in [2^-14, 1): sign, exponent 1..14, any mantissa */

@@ -1,4 +1,4 @@
-/* The model file loader (src/model.c) and the safetensors container under it (src/safetensors.c):
+/* The model file loader (src/engine/model.c) and the safetensors container under it (src/io/safetensors.c):
  * files written by scripts/modelfile.py and files built here from scratch load with the right
  * config and exactly the stored values; F16 and BF16 widen exactly; and every corruption of a
  * valid file is refused with a one-line message that names the file and the problem. */
@@ -8,10 +8,10 @@
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
-#include "half.h"
-#include "matmul.h"
-#include "model.h"
-#include "safetensors.h"
+#include "io/half.h"
+#include "kernels/matmul.h"
+#include "engine/model.h"
+#include "io/safetensors.h"
 
 /* Where element `idx` of a file tensor [rows, cols] is held in memory: Linear weights
  * (cols > 0) W[o][i] are packed in panels of NR = MATMUL_NR rows o, [rows/NR][cols][NR]

@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include "image.h"
-#include "output.h"
+#include "io/image.h"
+#include "io/output.h"
 
 
 static int n_entries(const char *path) {

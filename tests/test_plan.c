@@ -1,13 +1,13 @@
-/* The kernel plan (src/plan.c) as a table: for every processor (the capabilities' 8 combinations)
+/* The kernel plan (src/kernels/plan.c) as a table: for every processor (the capabilities' 8 combinations)
  * and precision, which copies a float16 weight gets, and which kernel a product takes at each
  * batch and form; written out here from the rules in plan.h, independently of plan.c's code.
  * And the environment's precision (settings.c). */
 #include "testutil.h"
 
 #include <limits.h>
-#include "plan.h"
-#include "settings.h"
-#include "util.h"
+#include "kernels/plan.h"
+#include "io/settings.h"
+#include "io/util.h"
 
 /* What plan.h says, one case at a time. */
 static Kernel expected(Caps c, Precision p, int half, int head, int T, int B, int exact) {

@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
-#include "progress.h"
+#include "io/progress.h"
 
 /* Run a progress sequence with fd 2 pointed at fd `to`; returns nothing, restores fd 2. */
 static void run_progress(int to, long total, long steps) {

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "reslimits.h"
+#include "io/reslimits.h"
 
 /* ASan reserves terabytes of address space: RLIMIT_AS cannot be tested under it. */
 #if defined(__SANITIZE_ADDRESS__)

@@ -2,7 +2,7 @@
 #include "testutil.h"
 
 #include <math.h>
-#include "rng.h"
+#include "engine/rng.h"
 
 /* rng_init hashes its arguments, so the published PCG32 outputs (below) do not apply here:
  * pin our own first outputs instead, since changing the generator changes every image a user

@@ -2,7 +2,7 @@
  * shares even; and, built without MPI, one process that is the whole job. */
 #include "testutil.h"
 
-#include "shard.h"
+#include "engine/shard.h"
 
 static void test_range_covers_in_order(void **state) {
     (void)state;

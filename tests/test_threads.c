@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "adapt.h"
-#include "threads.h"
+#include "kernels/adapt.h"
+#include "kernels/threads.h"
 
 #define MAXN 5000
 typedef struct {

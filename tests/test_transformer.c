@@ -9,15 +9,15 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dataset.h"
-#include "dmol.h"
-#include "matmul.h"
-#include "matmul_amx.h"
-#include "matmul_q8.h"
-#include "model.h"
-#include "safetensors.h"
-#include "transformer.h"
-#include "util.h"
+#include "io/dataset.h"
+#include "engine/dmol.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_amx.h"
+#include "kernels/matmul_q8.h"
+#include "engine/model.h"
+#include "io/safetensors.h"
+#include "engine/transformer.h"
+#include "io/util.h"
 
 typedef struct {
     Model m;

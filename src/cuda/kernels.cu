@@ -7,7 +7,7 @@
 #include "device.cuh"
 #include "internal.cuh"
 extern "C" {
-#include "../dmol_draw.h"   /* the CPU's own sampler source; like lingen_cuda.h, free of -march */
+#include "engine/dmol_draw.h"   /* the CPU's own sampler source; like lingen_cuda.h, free of -march */
 }
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */

@@ -19,9 +19,9 @@
 #ifdef __cplusplus
 extern "C" {   /* the C headers too: their functions are C's */
 #endif
-#include "../config.h"
-#include "../rng.h"
-#include "../util.h"
+#include "engine/config.h"
+#include "engine/rng.h"
+#include "io/util.h"
 
 /* One layer's tensors: the Linears as the file holds them, the rest as floats. */
 typedef struct {

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "cuda/lingen_cuda.h"
-#include "engine.h"
-#include "generate.h"
-#include "gpu_model.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
+#include "cuda/gpu_model.h"
 
 #define HBM_BYTES_PER_S 4.3e12   /* the H200's sustained HBM3e bandwidth, about */
 

@@ -21,16 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cli/commands.h"
 #include "cuda/lingen_cuda.h"
-#include "dataset.h"
-#include "engine.h"
-#include "dmol.h"
-#include "evaluate.h"
-#include "generate.h"
-#include "gpu_model.h"
-#include "safetensors.h"
-#include "transformer.h"
+#include "io/dataset.h"
+#include "engine/engine.h"
+#include "engine/dmol.h"
+#include "engine/evaluate.h"
+#include "engine/generate.h"
+#include "cuda/gpu_model.h"
+#include "io/safetensors.h"
+#include "engine/transformer.h"
 
 #define TOL 1e-4
 /* One image's bits/dim: the sharpest model (cifar-softmax.bin) moves an image's figure by about
