@@ -2,7 +2,7 @@
  * NUL bytes; the option table has every kind of option, with and without a short name. */
 #include <stdint.h>
 
-#include "args.h"
+#include "cli/args.h"
 #include "fuzz_common.h"
 
 #define MAX_ARGS 64

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "io/util.h"
 
 /* A failure must say what failed in one line that starts with the input's name: the CLI
  * prints it as is. A wrong message is a bug too, so make it a crash the fuzzer reports. */

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "dataset.h"
+#include "io/dataset.h"
 #include "fuzz_common.h"
 
 #define SEP "|NEXT|"

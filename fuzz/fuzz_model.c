@@ -5,8 +5,8 @@
 #include <stdint.h>
 
 #include "fuzz_common.h"
-#include "model.h"
-#include "safetensors.h"
+#include "engine/model.h"
+#include "io/safetensors.h"
 
 #define NAME "fuzz.bin"
 

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "fuzz_common.h"
-#include "image.h"
+#include "io/image.h"
 
 #define NAME "fuzz.png"
 #define MAX_PIXELS (1 << 16)
