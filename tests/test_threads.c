@@ -135,13 +135,18 @@ static void test_alone_when_others_slow(void **state) {
     (void)state;
     threads_set(2);
     Share s = {.slow_others = 1};
-    threads_adapt(0);   /* every loop waits for the slow thread's item, if it took one */
-    long together = loops_for(&s, 8, 0.6);
-    threads_adapt(1);
-    loops_for(&s, 8, 1.0);   /* the first trial runs the loops alone, and wins */
-    long adaptive = loops_for(&s, 8, 0.6);
-    /* at least 1.5x: a policy that never goes alone gives about 1x; a machine busy with other work
-     * slows the caller's own loops too (test_policy_simulated holds the policy exactly) */
+    /* at least 1.5x in one of three tries: a policy that never goes alone gives about 1x in
+     * each; a machine busy with other work slows the caller's own loops too, now and then
+     * (test_policy_simulated holds the policy exactly) */
+    long together, adaptive;
+    int tries = 0;
+    do {
+        threads_adapt(0);   /* every loop waits for the slow thread's item, if it took one */
+        together = loops_for(&s, 8, 0.6);
+        threads_adapt(1);
+        loops_for(&s, 8, 1.0);   /* the first trial runs the loops alone, and wins */
+        adaptive = loops_for(&s, 8, 0.6);
+    } while (2 * adaptive < 3 * together && ++tries < 3);
     if (2 * adaptive < 3 * together) fail_msg("%ld loops adaptive, %ld with the slow thread", adaptive, together);
 }
 
