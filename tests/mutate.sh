@@ -26,12 +26,12 @@ engine/attention_softmax.c|float scale = 1.0f / sqrtf((float)D);|float scale = 1
 engine/attention_softmax.c|softmax_row(Sc + (size_t)i \* P, t0 + i0 + i + 1, P);|softmax_row(Sc + (size_t)i * P, t0 + i0 + i, P);|softmax attention over t positions, not t + 1 (the newest left out)
 engine/transformer.c|t0 + t == 0 ? BOS_TOKEN :|t0 + t == 0 ? 0 :|the first input is token 0 instead of BOS
 engine/transformer.c|s->pe + (size_t)(s->n_pos + t) \* h|s->pe + (size_t)t * h|positional encoding indexed by the position within a call, not in the image
-half.h|return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);|return (uint16_t)(b >> 16);|float to bfloat16 truncated, not rounded to nearest even
+io/half.h|return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);|return (uint16_t)(b >> 16);|float to bfloat16 truncated, not rounded to nearest even
 kernels/matmul_q8.c|return (uint16_t)((b >> 16) + ((b & 0xffff) != 0));|return (uint16_t)(b >> 16);|8-bit weights' block scale rounded down (a weight then needs more than 127 steps)
-dmol_draw.h|exp((log_s\[k\] < LOG_SCALE_MIN|exp(-(log_s[k] < LOG_SCALE_MIN|sampler uses exp(-log_scale) (the paper's sampling bug)
-dmol_draw.h|(log_s\[k\] < LOG_SCALE_MIN ? (double)LOG_SCALE_MIN : (double)log_s\[k\])|((double)log_s[k])|sampler without the log-scale clamp
-dmol_draw.h|: (double)log_s\[k\]) + log(T))|: (double)log_s[k]))|temperature not applied to the logistic scales when sampling
-dmol_draw.h|return (int)round(t);|return (int)floor(t);|sampler bins shifted by half a value (floor for round)
+engine/dmol_draw.h|exp((log_s\[k\] < LOG_SCALE_MIN|exp(-(log_s[k] < LOG_SCALE_MIN|sampler uses exp(-log_scale) (the paper's sampling bug)
+engine/dmol_draw.h|(log_s\[k\] < LOG_SCALE_MIN ? (double)LOG_SCALE_MIN : (double)log_s\[k\])|((double)log_s[k])|sampler without the log-scale clamp
+engine/dmol_draw.h|: (double)log_s\[k\]) + log(T))|: (double)log_s[k]))|temperature not applied to the logistic scales when sampling
+engine/dmol_draw.h|return (int)round(t);|return (int)floor(t);|sampler bins shifted by half a value (floor for round)
 engine/dmol.c|v = log_bin(mu\[k\], clamp_log_scale(log_s\[k\]) + log_T, x)|v = log_bin(mu[k], clamp_log_scale(log_s[k]), x)|temperature not applied to the scales of the tempered PMF
 engine/rng.c|uint64_t hs = mix64(stream ^|uint64_t hs = mix64(0 ^|every random stream the same
 engine/generate.c|(uint64_t)(o->first + start + b)|(uint64_t)(start + b)|generate ignores first (image k's random stream)
