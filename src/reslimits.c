@@ -10,6 +10,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "model.h"
+#include "transformer.h"
+
 /* A small text file (/proc, /sys) into buf, NUL-terminated; 0 on success. */
 static int read_small(const char *path, char *buf, size_t n) {
     FILE *f = fopen(path, "r");
@@ -173,6 +176,12 @@ int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t avai
     char one[32];
     human((double)fixed + (double)per_item, one);
     return err_set(e, "%s: needs %s of memory even with --batch 1, but only %s is available", what, one, have);
+}
+
+int reslimits_check_run(const Model *m, const char *what, long batch, int T, size_t extra, Err *e) {
+    const Config *c = &m->cfg;
+    size_t base = runstate_bytes(c, 0, T), fixed = m->arena_floats * sizeof(float) + base + extra;
+    return reslimits_check_batch(fixed, runstate_bytes(c, 1, T) - base, batch, reslimits_available_memory(), what, e);
 }
 
 long reslimits_pick_threads(long asked, long cores, int force, char *note, size_t n) {
