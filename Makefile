@@ -3,7 +3,9 @@ CC      ?= cc
 OPT     ?= -O3 -march=native -fno-trapping-math
 CFLAGS  ?= $(OPT) -g
 # -fopenmp-simd: the vector loops' "omp simd" reductions; the threads are lingen's own (threads.h)
-CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd
+# -fPIC: every object can also go into a shared library (the command runs as fast: docs/speed.md);
+# -fno-semantic-interposition lets calls inside such a library be inlined and bound directly.
+CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -fPIC -fno-semantic-interposition
 LDLIBS  += -lopenblas -lcjson -lpng -lgif -lz -lm -lpthread
 PYTHON  ?= /usr/bin/python3
 # CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
@@ -36,6 +38,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 # sm_90 (H100, H200) machine code, and PTX that newer GPUs compile when loading it
 NVFLAGS   ?= -O3 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -Xcompiler -Wall,-Wextra
+NVFLAGS   += -Xcompiler -fPIC
 CFLAGS    += -DLINGEN_CUDA
 OBJ       += $(BUILD)/backend_cuda.o
 LIBOBJ    += $(BUILD)/backend_cuda.o
@@ -58,8 +61,9 @@ $(LINGEN_KIND):
 $(BUILD)/lingen: $(OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# -MMD -MP: each object's header dependencies, written beside it and read back below
-$(BUILD)/%.o: src/%.c | $(BUILD)
+# -MMD -MP: each object's header dependencies, written beside it and read back below; the flags'
+# stamp rebuilds every object when the compiler or its flags change
+$(BUILD)/%.o: src/%.c $(BUILD)/cflags.stamp | $(BUILD)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/backend_cuda.o: src/cuda/backend_cuda.cu | $(BUILD)
@@ -162,6 +166,12 @@ asan:
 
 clean:
 	rm -rf build-cuda* build build-asan build-fuzz build-valgrind build-ship build-mpi lingen .lingen-cpu* .lingen-cuda*
+
+# The compiler and flags every object was built with (as parsed: a target's own additions, such
+# as modelpath.o's, are not in it): a change rebuilds them all.
+CFLAGS_STAMP := $(CC) $(CFLAGS)
+$(BUILD)/cflags.stamp: FORCE | $(BUILD)
+	@echo '$(CFLAGS_STAMP)' | cmp -s - $@ || echo '$(CFLAGS_STAMP)' > $@
 
 -include $(wildcard $(BUILD)/*.d)
 
