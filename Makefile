@@ -5,7 +5,7 @@ CFLAGS  ?= $(OPT) -g
 # -fopenmp-simd: the vector loops' "omp simd" reductions; the threads are lingen's own (threads.h)
 # -fPIC: every object can also go into a shared library (the command runs as fast: docs/speed.md);
 # -fno-semantic-interposition lets calls inside such a library be inlined and bound directly.
-CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -fopenmp-simd -fPIC -fno-semantic-interposition
+CFLAGS  += -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc -Iinclude -fopenmp-simd -fPIC -fno-semantic-interposition
 LDLIBS  += -lopenblas -lcjson -lpng -lgif -lz -lm -lpthread
 PYTHON  ?= /usr/bin/python3
 # CUDA=1: also the GPU backend (src/cuda/, --device cuda), in its own build folder.
@@ -17,12 +17,24 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 DATADIR ?= $(PREFIX)/share/lingen
 MANDIR  ?= $(PREFIX)/share/man/man1
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+# The Python module's folder, where Debian's python3 looks: dist-packages of /usr (packages), or
+# of /usr/local and the like (one per Python version)
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 export LINGEN_DATA ?= $(if $(wildcard ../shared/data/mnist),$(abspath ../shared/data),$(abspath data))
 
 SRC     := $(wildcard src/*.c)
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
 TESTS   := $(patsubst tests/%.c,$(BUILD)/%,$(wildcard tests/test_*.c))
+# liblingen: the engine's objects (not the command line's) and src/lib/; its soname's number and
+# its version from include/lingen.h
+LIB_CLI := $(patsubst %,$(BUILD)/%.o,main cli cli_temperature image anim jsonout output ceiling paper dataset compare stop)
+LIB_OBJ  = $(filter-out $(LIB_CLI) $(BUILD)/cmd_%.o,$(LIBOBJ)) $(BUILD)/lib/lingen.o
+LIB_LIBS := -lopenblas -lcjson -lm -lpthread
+LIB_ABI := $(shell sed -n 's/^\#define LINGEN_ABI //p' include/lingen.h)
+LIB_VERSION := $(shell sed -n 's/^\#define LINGEN_VERSION "\(.*\)"/\1/p' include/lingen.h)
 
 ifeq ($(MPI),1)
 MPICC     ?= mpicc
@@ -43,9 +55,10 @@ CFLAGS    += -DLINGEN_CUDA
 OBJ       += $(BUILD)/backend_cuda.o
 LIBOBJ    += $(BUILD)/backend_cuda.o
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+LIB_LIBS  += -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
-.PHONY: all deps data check-data run test test-c test-py test-cli test-slow asan clean install uninstall FORCE
+.PHONY: all deps data check-data run test test-c test-py test-cli test-lib test-lib-asan test-slow asan clean install uninstall lib FORCE
 all: lingen
 
 # ./lingen is the last build's, CPU or CUDA=1, with MPI=1 or not: a marker of its kind makes a
@@ -65,6 +78,26 @@ $(BUILD)/lingen: $(OBJ)
 # stamp rebuilds every object when the compiler or its flags change
 $(BUILD)/%.o: src/%.c $(BUILD)/cflags.stamp | $(BUILD)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/lib/%.o: src/lib/%.c $(BUILD)/cflags.stamp | $(BUILD)
+	@mkdir -p $(BUILD)/lib
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# liblingen, shared (exporting lingen.h's functions only: lingen.map) and static (one object
+# whose other names are made local, so none clashes with a program's).
+lib: $(BUILD)/liblingen.so.$(LIB_ABI) $(BUILD)/liblingen.a
+ifeq ($(MPI),1)
+$(BUILD)/liblingen.so.$(LIB_ABI) $(BUILD)/liblingen.a:
+	@echo "liblingen is built without MPI: make lib without MPI=1" >&2; exit 2
+else
+$(BUILD)/liblingen.so.$(LIB_ABI): $(LIB_OBJ) src/lib/lingen.map
+	$(CC) $(CFLAGS) -shared -Wl,-soname,liblingen.so.$(LIB_ABI) -Wl,--version-script=src/lib/lingen.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LIB_LIBS)
+$(BUILD)/liblingen.a: $(LIB_OBJ)
+	$(CC) $(CFLAGS) -r -nostdlib -o $(BUILD)/lib/liblingen.o $(LIB_OBJ)
+	objcopy --wildcard --keep-global-symbol='lingen_*' $(BUILD)/lib/liblingen.o
+	rm -f $@ && ar rcs $@ $(BUILD)/lib/liblingen.o
+endif
 
 $(BUILD)/backend_cuda.o: src/cuda/backend_cuda.cu | $(BUILD)
 	$(NVCC) $(NVFLAGS) -DLINGEN_CUDA -Isrc -MMD -MP -c -o $@ $<
@@ -173,7 +206,7 @@ CFLAGS_STAMP := $(CC) $(CFLAGS)
 $(BUILD)/cflags.stamp: FORCE | $(BUILD)
 	@echo '$(CFLAGS_STAMP)' | cmp -s - $@ || echo '$(CFLAGS_STAMP)' > $@
 
--include $(wildcard $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/lib/*.d)
 
 # Developer targets: make test-cuda, bench, bench-cuda, mutate, fuzz, valgrind... (dev.mk)
 include dev.mk

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Comments in src/ say what the code does and why; measured figures live in docs/speed.md, the
 # model card (models/README.md) or commit messages. This check fails, naming file:line, where a
-# comment of src/*.c, src/*.h or src/cuda/* names a machine (Xeon, EPYC, Zen 4, H100, ...) or
-# puts a timing or throughput unit after a number (450 us, 0.1 s, 38 GB/s, 480 GFLOP/s, 8.3
+# comment of src/*.c, src/*.h, src/cuda/* or src/lib/* names a machine (Xeon, EPYC, Zen 4, H100,
+# ...) or puts a timing or throughput unit after a number (450 us, 0.1 s, 38 GB/s, 480 GFLOP/s, 8.3
 # images/s), a measured ratio (1.16x, 2x faster, 6% slower). Only comments count: string
 # literals (--help text, messages) and code are left out, and so is text in double quotes inside
 # a comment (an output format such as "45s"). Run from the repository root.
@@ -117,7 +117,7 @@ fails=$saved
 
 # ---- the tree
 shopt -s nullglob
-files=(src/*.c src/*.h src/cuda/*)
+files=(src/*.c src/*.h src/cuda/* src/lib/*)
 [ ${#files[@]} -gt 50 ] && ok "${#files[@]} source files to check" || bad "only ${#files[@]} files under src/"
 if check_tree "${files[@]}"; then ok "no src/ comment names a machine or a measured speed"; fi
 finish
