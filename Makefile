@@ -123,18 +123,32 @@ $(BUILD)/datadir.stamp: FORCE | $(BUILD)
 $(BUILD)/modelpath.o: $(BUILD)/datadir.stamp
 $(BUILD)/modelpath.o: CFLAGS += -DLINGEN_SHAREDIR='"$(DATADIR)"'
 
-# The binary, the models, the compare plot script and the man page; DESTDIR stages the tree.
-install: lingen
+# The binary, the models, the compare plot script and the man page; the library, its header, its
+# pkg-config file and the Python module (which is told where the library went). DESTDIR stages
+# the tree; ldconfig runs for a real install into a system directory.
+install: lingen lib
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/scripts $(DESTDIR)$(MANDIR)
 	install -m 755 lingen $(DESTDIR)$(BINDIR)/lingen
 	install -m 644 models/*.bin $(DESTDIR)$(DATADIR)/models/
 	install -m 644 scripts/plot_compare.py $(DESTDIR)$(DATADIR)/scripts/
 	install -m 644 docs/lingen.1 $(DESTDIR)$(MANDIR)/lingen.1
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PYTHONDIR)/lingen
+	install -m 644 $(BUILD)/liblingen.a $(DESTDIR)$(LIBDIR)/liblingen.a
+	install -m 755 $(BUILD)/liblingen.so.$(LIB_ABI) $(DESTDIR)$(LIBDIR)/liblingen.so.$(LIB_ABI)
+	ln -sf liblingen.so.$(LIB_ABI) $(DESTDIR)$(LIBDIR)/liblingen.so
+	install -m 644 include/lingen.h $(DESTDIR)$(INCLUDEDIR)/lingen.h
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(LIB_VERSION)|; s|@LIBS@|$(LIB_LIBS)|' src/lib/lingen.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/lingen.pc
+	sed -e 's|^_LIBDIR = None$$|_LIBDIR = "$(LIBDIR)"|' python/lingen/__init__.py > $(DESTDIR)$(PYTHONDIR)/lingen/__init__.py
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig > /dev/null; then ldconfig; fi
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/lingen $(DESTDIR)$(MANDIR)/lingen.1 $(DESTDIR)$(DATADIR)/scripts/plot_compare.py
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/models/,$(notdir $(wildcard models/*.bin)))
 	-rmdir $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/scripts $(DESTDIR)$(DATADIR) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,liblingen.a liblingen.so liblingen.so.$(LIB_ABI) pkgconfig/lingen.pc)
+	rm -f $(DESTDIR)$(INCLUDEDIR)/lingen.h
+	rm -rf $(DESTDIR)$(PYTHONDIR)/lingen
 
 # The Debian packages (installed only if missing).
 deps:
