@@ -163,7 +163,7 @@ run:
 # Every part runs even when one fails; the last line counts the test cases of all of them:
 # "N passed, N failed" (tests/run_parts.sh says how).
 test: deps check-data
-	@MAKE="$(MAKE)" bash tests/run_parts.sh test-c test-py test-cli asan
+	@MAKE="$(MAKE)" bash tests/run_parts.sh test-c test-py test-cli test-lib asan
 
 # The datasets the tests read, in $(LINGEN_DATA): if any file is missing, one line that says which
 # and how to get them (LINGEN_DATA=DIR for a copy, or make data).
@@ -202,14 +202,25 @@ test-py: $(BUILD)/test_transformer
 test-slow: $(BUILD)/test_transformer
 	cd tests && LINGEN_SLOW_TESTS=1 $(PYTHON) -m unittest -v test_reference.TrainSmoke.test_cifar10
 
+# liblingen and the Python module, installed into a staging folder and used from there
+# (tests/lib/run.sh)
+test-lib: lingen lib
+	@MAKE="$(MAKE)" PYTHON="$(PYTHON)" BINDIR="$(BINDIR)" LIBDIR="$(LIBDIR)" PYTHONDIR="$(PYTHONDIR)" bash tests/lib/run.sh
+
 # every tests/test_cli*.sh, one topic each
 test-cli: lingen
 	@fail=0; for t in tests/test_cli*.sh; do echo "== $$t"; bash $$t || { echo "!! $$t exited $$?"; fail=1; }; done; \
 	  exit $$fail
 
-# The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The whole C test suite under AddressSanitizer + UndefinedBehaviorSanitizer, and liblingen built
+# so under its C test and the Python module's tests.
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c
+	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c test-lib-asan
+
+# liblingen of this build (make asan: sanitized) under tests/lib's programs, from the source tree
+# (tests/lib/run.sh --tree).
+test-lib-asan: $(BUILD)/liblingen.so.$(LIB_ABI) $(BUILD)/lingen
+	@PYTHON="$(PYTHON)" CFLAGS="$(CFLAGS)" ASAN_RT="$$($(CC) -print-file-name=libasan.so)" bash tests/lib/run.sh --tree $(BUILD)
 
 clean:
 	rm -rf build-cuda* build build-asan build-fuzz build-valgrind build-ship build-mpi lingen .lingen-cpu* .lingen-cuda*
