@@ -3,9 +3,11 @@
  * grids (PNG, decoded here with libpng), its bits/dim (--json) and its model info (--json).
  *
  *   test_lib [--quick]        environment: LINGEN (the command), LINGEN_TEST_MODEL (an MNIST
- *                             model's path), LINGEN_DATA (the MNIST test set), TMPDIR
+ *                             model's path), LINGEN_DATA (the MNIST test set), TMPDIR,
+ *                             LINGEN_TEST_DEVICE (cpu, the default, or cuda)
  * One line per check, "ok   NAME" or "FAIL NAME: why"; exit 1 if any failed. --quick: the
- * checks of the link alone (a static build): open, info, one sample grid. */
+ * checks of a link (a static build) or a device: open, info, a sample grid, bits/dim; on cuda,
+ * the model opened there and the command run with --device cuda. */
 #include <lingen.h>
 
 #include <cjson/cJSON.h>
@@ -19,7 +21,8 @@
 #include <zlib.h>
 
 static int fails;
-static const char *cli, *model_path, *tmp;
+static const char *cli, *model_path, *tmp, *device_opt = "";   /* device_opt: the command's --device */
+static lingen_device device = LINGEN_DEVICE_CPU;
 
 static void check(int cond, const char *name, const char *fmt, ...) {
     if (cond) {
@@ -109,7 +112,7 @@ static unsigned char *mnist_test(int n) {
 }
 
 static lingen_model *open_model(lingen_precision p, int threads) {
-    lingen_open_options o = {LINGEN_DEVICE_CPU, p, threads};
+    lingen_open_options o = {device, p, threads};
     lingen_model *m = NULL;
     lingen_error err;
     if (lingen_open(model_path, &o, &m, &err)) fprintf(stderr, "test_lib: %s\n", err.message);
@@ -185,7 +188,7 @@ static void test_sample_grid(lingen_model *m, int n, int batch, const char *name
     char grid[4200], opt[32] = "";
     snprintf(grid, sizeof grid, "%s/grid.png", tmp);
     if (batch) snprintf(opt, sizeof opt, "-b %d", batch);
-    int got = !run("%s sample -m %s -n %d -s 7 %s -o %s", cli, model_path, n, opt, grid) &&
+    int got = !run("%s sample -m %s -n %d -s 7 %s%s -o %s", cli, model_path, n, opt, device_opt, grid) &&
               !read_grid(grid, n, 0, lingen_height(m), lingen_width(m), lingen_channels(m), cli_imgs);
     lingen_run_options o = lingen_run_options_default();
     o.seed = 7;
@@ -246,7 +249,7 @@ static void test_complete(lingen_model *m, const unsigned char *test) {
 static void test_bits_per_dim(lingen_model *m, const unsigned char *test, int n) {
     char json[4200];
     snprintf(json, sizeof json, "%s/eval.json", tmp);
-    cJSON *o = run("%s eval bits-per-dim -m %s --limit %d --json %s", cli, model_path, n, json) ? NULL : read_json(json);
+    cJSON *o = run("%s eval bits-per-dim -m %s --limit %d%s --json %s", cli, model_path, n, device_opt, json) ? NULL : read_json(json);
     double *per = calloc(n, sizeof(double)), *given = calloc(n, sizeof(double)), mean = 0, mean_given = 0;
     lingen_error err;
     lingen_status s = lingen_bits_per_dim(m, test, n, per, given, NULL, &err);
@@ -414,11 +417,19 @@ int main(int argc, char **argv) {
     }
     check(!strcmp(lingen_version(), LINGEN_VERSION) && !strcmp(line, version), "version: the header's, the library's, the command's",
           "%s, %s, %s", LINGEN_VERSION, lingen_version(), line);
+    if (getenv("LINGEN_TEST_DEVICE") && !strcmp(getenv("LINGEN_TEST_DEVICE"), "cuda")) {
+        device = LINGEN_DEVICE_CUDA;
+        device_opt = " --device cuda";
+    }
     lingen_model *m = open_model(LINGEN_PRECISION_AUTO, 0);
-    check(m != NULL && !strcmp(lingen_dataset(m), "mnist"), "open: an MNIST model", "%s", model_path);
+    check(m != NULL && !strcmp(lingen_dataset(m), "mnist") && lingen_model_device(m) == device, "open: an MNIST model",
+          "%s", model_path);
     if (!m) return 1;
     test_info(m);
     test_sample_grid(m, 4, 0, "sample: equal to lingen sample's grid, byte for byte (seed 7, default batch)");
+    unsigned char *test = mnist_test(10);
+    check(test != NULL, "the MNIST test images read", "");
+    if (test) test_bits_per_dim(m, test, 10);
     if (!quick) {
         test_sample_grid(m, 5, 2, "sample: equal to lingen sample's grid, byte for byte (seed 7, batch 2)");
         test_open_errors();
@@ -431,14 +442,9 @@ int main(int argc, char **argv) {
         test_stop_progress(m, full);
         free(full);
         test_two_models(m);
-        unsigned char *test = mnist_test(10);
-        check(test != NULL, "the MNIST test images read", "");
-        if (test) {
-            test_complete(m, test);
-            test_bits_per_dim(m, test, 10);
-        }
-        free(test);
+        if (test) test_complete(m, test);
     }
+    free(test);
     lingen_close(m);
     printf("%d failed\n", fails);
     return fails ? 1 : 0;
