@@ -15,7 +15,7 @@
  * ERRORS. Every function that can fail returns a lingen_status: LINGEN_OK (0), or a code saying
  * what kind of failure, and fills the caller's lingen_error (when not NULL) with the code and a
  * one-line message naming the problem ("mnistt: no such model file, ...", "n = -1: must be 0 or
- * more"). Nothing is printed, and nothing calls exit() on bad input. Outputs are written only
+ * more"). No error is printed, and no bad input makes it exit() or abort. Outputs are written only
  * where the contract says (a failed call may have written part of an output buffer).
  *
  * THREADS. Every function may be called from any thread. The computing calls (lingen_open,
@@ -28,9 +28,11 @@
  *     the last model is closed, for the next call;
  *   - OpenBLAS's thread count: set to 1 during a call (lingen's threads call it from each of
  *     theirs), then put back to what it was (numpy's BLAS in the same process keeps its own);
- *   - the environment, read at each open and call: LINGEN_MODELS (the model search),
- *     LINGEN_BF16, LINGEN_INT8, LINGEN_AMX (LINGEN_PRECISION_AUTO), LINGEN_FORCE_THREADS,
- *     LINGEN_PROFILE, LINGEN_CUDA_SGEMM, LINGEN_CUDA_TF32 (lingen(1), ENVIRONMENT).
+ *   - the environment (lingen(1), ENVIRONMENT): LINGEN_MODELS, LINGEN_BF16 and LINGEN_INT8 read
+ *     at each open (the model search; LINGEN_PRECISION_AUTO), LINGEN_AMX once, with the
+ *     processor's features, at the first open; LINGEN_FORCE_THREADS at each call; LINGEN_PROFILE
+ *     at the first (its report is printed at exit); LINGEN_CUDA_SGEMM, LINGEN_CUDA_TF32 at each
+ *     call on a GPU.
  * The accessors (lingen_height, ...) take no lock: they read what lingen_open set. Close a
  * model only once no call on it is running, and use it no more afterwards. A progress callback
  * runs on the calling thread, inside the lock: it must not call lingen_open, lingen_sample,

@@ -198,7 +198,10 @@ class Model:
         self.close()
 
     def __del__(self):
-        self.close()
+        try:
+            self.close()
+        except (NameError, TypeError):   # at exit, after the module's names were torn down
+            pass
 
     def __repr__(self):
         if self._m is None:

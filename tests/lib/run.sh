@@ -12,17 +12,12 @@
 #   tests/lib/run.sh [--tree BUILD]          from the repository's root
 set -u
 repo=$(pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+. tests/cli_common.sh   # $T (removed on exit), ok, bad, finish
 # unit NAME CMD...: one test program, "!! NAME exited N" when it fails (124: it hung)
 unit() {
   local name=$1; shift; echo "== $name"
   timeout 600 "$@" || { local rc=$?; echo "!! $name exited $rc"; fails=$((fails + 1)); }
 }
-finish() { echo "$fails failed"; [ "$fails" -eq 0 ]; }
 EXTRA="-lcjson -lpng -lz -lm -lpthread"   # the test's own: JSON, PNG, gzip
 export TMPDIR=$T
 
@@ -55,6 +50,13 @@ if cc $CFLAGS -o "$T/test_lib" tests/lib/test_lib.c $(pkg-config --cflags --libs
    readelf -d "$T/test_lib" | grep -q 'NEEDED.*liblingen\.so\.0'; then
   ok "test_lib.c builds with pkg-config --cflags --libs lingen, against liblingen.so.0"
 else bad "test_lib.c builds with pkg-config --cflags --libs lingen"; cat "$T/cc.log"; fi
+# the installed header alone, in C99 and C++ (its promise: small, stable, C99)
+printf '#include <lingen.h>\nint main(void) { return (int)lingen_run_options_default().seed - 1; }\n' > "$T/h.c"
+# shellcheck disable=SC2046
+if cc -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only $(pkg-config --cflags lingen) "$T/h.c" &&
+   c++ -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -x c++ $(pkg-config --cflags lingen) "$T/h.c"; then
+  ok "lingen.h compiles alone as C99 (-pedantic) and as C++"
+else bad "lingen.h compiles alone as C99 (-pedantic) and as C++"; fi
 static_libs=$(pkg-config --static --libs lingen | sed 's/-llingen\b/-l:liblingen.a/')
 # shellcheck disable=SC2046,SC2086
 if cc $CFLAGS -o "$T/test_lib_static" tests/lib/test_lib.c $(pkg-config --cflags lingen) $static_libs $EXTRA 2> "$T/cc.log" &&
