@@ -195,6 +195,15 @@ lingen_status lingen_sample(lingen_model *model, int n, const lingen_run_options
 lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, int n, double *per_image,
                                   double *per_image_given, const lingen_run_options *options, lingen_error *err);
 
+/* Which call lingen_batch asks about. */
+typedef enum { LINGEN_TASK_SAMPLE, LINGEN_TASK_BITS_PER_DIM, LINGEN_TASK_COMPLETE } lingen_task;
+
+/* The batch a call of task over n images (complete: n inputs x samples completions) with these
+ * options (NULL: the defaults) runs at: options' batch if set, else the default that
+ * lingen_run_options describes; never more than n, and at least 1. For a caller that reports it
+ * or plans memory by it. 0 for a NULL model. */
+int lingen_batch(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options);
+
 /* Complete n inputs [n][seq_len] `samples` times each (samples >= 1, n * samples <= INT_MAX):
  * completion k of input i, out[i * samples + k] of out [n * samples][seq_len], keeps the input's
  * first `keep` values (0 .. seq_len - 1; the top R rows: R * width * channels) and draws the rest

@@ -230,6 +230,26 @@ static lingen_status check_run(const lingen_model *model, long n, const void *bu
     return LINGEN_OK;
 }
 
+int lingen_batch(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options) {
+    if (!model) return 0;
+    const Config *c = &model->m.cfg;
+    int gpu = model->device == DEVICE_CUDA;
+    long batch;
+    if (options && options->batch > 0) {
+        batch = options->batch;
+    } else if (task == LINGEN_TASK_COMPLETE) {   /* not sample's 64: the prefill holds batch x keep positions */
+        batch = 16;
+    } else if (task == LINGEN_TASK_BITS_PER_DIM) {   /* on a GPU as many as 8 GB of activations hold */
+        int T = options && options->step_form ? 1 : c->seq_len;
+        batch = c->seq_len > 1000 ? 4 : 16;
+        if (gpu) batch = device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), batch, 256);
+    } else {   /* on a GPU as many as 8 GB of state or KV cache hold */
+        batch = gpu ? device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096) : 64;
+    }
+    if (batch > n) batch = n;
+    return batch > 1 ? (int)batch : 1;
+}
+
 /* A generation (sample, complete) of `total` images on the engine, after the memory check:
  * *done and the status from generate's result. fn runs it. */
 typedef struct {
@@ -245,11 +265,7 @@ static lingen_status run_generation(const Generation *g, const lingen_run_option
     const Config *c = &m->cfg;
     int total = g->inputs ? g->n * g->samples : g->n, N = c->seq_len, P = g->keep;
     if (total == 0) return ok(err);
-    long batch = o->batch;
-    if (!batch && g->inputs) batch = 16;   /* the prefill holds batch x keep positions */
-    else if (!batch)
-        batch = g->model->device == DEVICE_CUDA ? device_batch_fit((double)model_state_bytes(c, N), 64, 4096) : 64;
-    if (batch > total) batch = total;
+    int batch = lingen_batch(g->model, g->inputs ? LINGEN_TASK_COMPLETE : LINGEN_TASK_SAMPLE, total, o);
     Err e;
     size_t prefixes = g->inputs ? (size_t)total * N : 0;   /* complete_images' copy of the inputs */
     if (reslimits_check_run(m, what, batch, P > 1 ? P : 1, prefixes, &e))
@@ -257,7 +273,7 @@ static lingen_status run_generation(const Generation *g, const lingen_run_option
     Progress prog;
     progress_start_positions(&prog, what, total, N - P);
     if (o->progress) progress_report_to(&prog, o->progress, o->progress_user);
-    GenOptions go = {.device = g->model->device, .seed = o->seed, .first = (long)o->first, .batch = (int)batch,
+    GenOptions go = {.device = g->model->device, .seed = o->seed, .first = (long)o->first, .batch = batch,
                      .temperature = o->temperature, .stop = o->stop, .progress = o->progress ? &prog : NULL};
     use_threads(g->model, o->threads);
     int finished = g->inputs ? complete_images(m, g->inputs, g->n, g->samples, P, &go, g->out, &e)
@@ -318,13 +334,7 @@ lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, in
     const Model *m = &model->m;
     const Config *c = &m->cfg;
     int T = o.step_form ? 1 : c->seq_len;
-    long batch = o.batch;
-    if (!batch) {   /* 16 MNIST or 4 CIFAR-10 images a pass; on a GPU as many as 8 GB hold, at most 256 */
-        batch = c->seq_len > 1000 ? 4 : 16;
-        if (model->device == DEVICE_CUDA)
-            batch = device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), batch, 256);
-    }
-    if (batch > n) batch = n;
+    int batch = lingen_batch(model, LINGEN_TASK_BITS_PER_DIM, n, &o);
     int blas = 1;
     if ((s = call_begin(&blas, err))) return s;
     Err e;
@@ -335,7 +345,7 @@ lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, in
         s = fail(err, LINGEN_ERR_MEMORY, "%s", e.msg);
     } else {
         use_threads(model, o.threads);
-        if (evaluate_bits_per_dim(m, model->device, images, n, (int)batch, o.step_form, per_image, per_image_given,
+        if (evaluate_bits_per_dim(m, model->device, images, n, batch, o.step_form, per_image, per_image_given,
                                   o.progress ? &prog : NULL, &e))
             s = fail(err, LINGEN_ERR_RUN, "bits_per_dim: %s", e.msg);
     }

@@ -245,6 +245,19 @@ static void test_complete(lingen_model *m, const unsigned char *test) {
     free(out);
 }
 
+/* The batches a call runs at: the defaults of lingen sample, eval and complete (their --help) on
+ * the CPU, an option's batch, never more than the images. */
+static void test_batch(lingen_model *m) {
+    lingen_run_options o = lingen_run_options_default();
+    int sample = lingen_batch(m, LINGEN_TASK_SAMPLE, 1000, NULL), bpd = lingen_batch(m, LINGEN_TASK_BITS_PER_DIM, 1000, NULL),
+        complete = lingen_batch(m, LINGEN_TASK_COMPLETE, 1000, NULL), few = lingen_batch(m, LINGEN_TASK_SAMPLE, 3, NULL);
+    o.batch = 5;
+    int asked = lingen_batch(m, LINGEN_TASK_BITS_PER_DIM, 1000, &o), none = lingen_batch(m, LINGEN_TASK_SAMPLE, 0, NULL);
+    check(sample == 64 && bpd == 16 && complete == 16 && few == 3 && asked == 5 && none == 1 && !lingen_batch(NULL, 0, 1, NULL),
+          "batch: the command's defaults (64, 16, 16), min(n, ...), the option's", "%d %d %d %d %d %d", sample, bpd, complete,
+          few, asked, none);
+}
+
 /* bits/dim of the first n test images: their mean equals lingen eval's, both conventions. */
 static void test_bits_per_dim(lingen_model *m, const unsigned char *test, int n) {
     char json[4200];
@@ -435,6 +448,7 @@ int main(int argc, char **argv) {
         test_open_errors();
         test_first(m);
         test_bad_arguments(m);
+        if (device == LINGEN_DEVICE_CPU) test_batch(m);
         unsigned char *full = malloc(4 * (size_t)lingen_seq_len(m));
         lingen_run_options o = lingen_run_options_default();
         o.batch = 2;
