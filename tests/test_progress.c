@@ -1,6 +1,6 @@
 /* The progress line: nothing at all when stderr is not a terminal; on a terminal (a pty here)
  * one line redrawn with '\r', rate-limited, ended by a newline; counting positions, it moves
- * before the first image is finished and gives the rate in images/s. */
+ * before the first image is finished and gives the rate in images/s; or it goes to a function. */
 #define _XOPEN_SOURCE 700    /* posix_openpt */
 #include "testutil.h"
 
@@ -117,12 +117,46 @@ static void test_share(void **state) {
     if (buf[0]) fail_msg("a rank not shown drew: '%s'", buf);
 }
 
+/* Reported to a function (a library's caller): every update, with done (of the whole job, for a
+ * share) and the total, and nothing drawn even on a terminal. */
+typedef struct { int calls; double done, total; } Seen;
+static void seen(void *user, double done, double total) {
+    Seen *s = user;
+    s->calls++;
+    s->done = done;
+    s->total = total;
+}
+
+static void test_report_to(void **state) {
+    (void)state;
+    int slave, master = open_pty(&slave);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(dup2(slave, 2) >= 0);
+    Seen s = {0, 0, 0};
+    Progress p;
+    progress_start_positions(&p, "sampling", 4, 784);
+    progress_share(&p, 0.5, 1);
+    progress_report_to(&p, seen, &s);
+    for (int i = 1; i <= 10; i++) progress_update(&p, i * 100.0);
+    progress_end(&p);
+    fflush(stderr);
+    assert_true(dup2(saved, 2) >= 0);
+    close(saved);
+    close(slave);
+    char buf[256];
+    assert_int_equal(read_pty(master, buf, sizeof buf), 0);
+    assert_int_equal(s.calls, 10);
+    assert_true(s.done == 2000.0 && s.total == 4.0 * 784);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_silent_when_not_a_tty),
         cmocka_unit_test(test_line_on_a_terminal),
         cmocka_unit_test(test_positions),
         cmocka_unit_test(test_share),
+        cmocka_unit_test(test_report_to),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,11 +128,8 @@ void cli_set_threads(long threads) {
 }
 
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra) {
-    const Config *c = &m->cfg;
-    size_t base = runstate_bytes(c, 0, T), fixed = m->arena_floats * sizeof(float) + base + extra;
     Err e;
-    if (reslimits_check_batch(fixed, runstate_bytes(c, 1, T) - base, batch, reslimits_available_memory(), what, &e) == 0)
-        return 0;
+    if (engine_check_memory(m, what, batch, T, extra, &e) == 0) return 0;
     fprintf(stderr, "lingen: %s\n", e.msg);
     return -1;
 }

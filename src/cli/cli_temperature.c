@@ -1,7 +1,5 @@
-/* The sampling temperature's range, shared by lingen sample and lingen complete. Below 0.01 the
- * draws are already the mixture's most likely component at a near-zero scale; above 100 nearly
- * all mass is in the two open edge bins. NaN fails both comparisons. The GPU sampler draws at
- * T = 1 only. */
+/* The sampling temperature's check, shared by lingen sample and lingen complete (the range:
+ * dmol.h). NaN fails both comparisons. The GPU sampler draws at T = 1 only. */
 #include <stdio.h>
 #include <string.h>
 

@@ -2,6 +2,7 @@
 #ifndef LINGEN_COMMANDS_H
 #define LINGEN_COMMANDS_H
 #include "io/dataset.h"
+#include "engine/dmol.h"
 #include "engine/engine.h"
 #include "engine/model.h"
 
@@ -44,10 +45,8 @@ void cli_stop_blas_threads(void);
 
 /* --force of every command that writes files (output.h: output_set_force). */
 #define FORCE_HELP "replace outputs that are read-only too (a file without write permission)"
-/* --temperature of sample and complete (dmol.h): checked against the range below; prints
+/* --temperature of sample and complete: checked against dmol.h's range; prints
  * "lingen <cmd>: --temperature ..." and returns EXIT_USAGE outside it. */
-#define TEMPERATURE_MIN 0.01
-#define TEMPERATURE_MAX 100.0
 #define TEMPERATURE_HELP "sampling temperature (default 1, the model's distribution): mixture logits / T, scales x T"
 int cli_check_temperature(const char *cmd, double T, const char *device);
 /* The option rows (args.h) that commands share, each defined once: a row takes the variable it

@@ -1,5 +1,6 @@
-/* lingen's version: `lingen --version`, the man page. */
+/* lingen's version: `lingen --version`, the man page, the library. One place holds it: the
+ * library's public header (LINGEN_VERSION). */
 #ifndef LINGEN_VERSION_H
 #define LINGEN_VERSION_H
-#define LINGEN_VERSION "1.0.0"
+#include "lingen.h"
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "io/reslimits.h"
 #include "transformer.h"
 
 Engine *engine_alloc(const EngineOps *ops, const Model *m, int B, int T) {
@@ -79,4 +80,10 @@ int engine_draw_end(Engine *en, Err *e) {
     en->rng = NULL;
     en->draw_B = 0;
     return rc;
+}
+
+int engine_check_memory(const Model *m, const char *what, long batch, int T, size_t extra, Err *e) {
+    const Config *c = &m->cfg;
+    size_t base = runstate_bytes(c, 0, T), fixed = m->arena_floats * sizeof(float) + base + extra;
+    return reslimits_check_batch(fixed, runstate_bytes(c, 1, T) - base, batch, reslimits_available_memory(), what, e);
 }

@@ -73,6 +73,10 @@ int engine_draw_end(Engine *en, Err *e);
 /* A GPU answers, and this process runs on GPU index (modulo those it sees) from now on: 0, or -1
  * and why (engine_cuda.c; CUDA=1 builds only). */
 int engine_cuda_use(int index, Err *e);
+/* Whether this machine's memory holds a CPU run of m (reslimits.h): `batch` sequences of T
+ * positions at once (their attention memory and activations), plus the weights and `extra`
+ * bytes. 0, or -1 and what it needs against what is available (what names the run). */
+int engine_check_memory(const Model *m, const char *what, long batch, int T, size_t extra, Err *e);
 /* The devices' constructors (engine.c picks one) */
 Engine *engine_cpu_new(const Model *m, int B, int T, int flags, Err *e);
 Engine *engine_cuda_new(const Model *m, int B, int T, int flags, Err *e);

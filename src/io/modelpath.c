@@ -127,7 +127,25 @@ int modelpath_list(ModelEntry **out) {
     return n;
 }
 
-int modelpath_find(const char *name, char *out, size_t n) {
+/* The name nearest to name among the models found, NAME or NAME.bin as it was typed (into near,
+ * n bytes); 0 when there is none near. found/k: modelpath_list's. */
+static int nearest_model(const char *name, const ModelEntry *found, int k, char *near, size_t n) {
+    if (k == 0) return 0;
+    const char **names = xmalloc(2 * k * sizeof *names);   /* NAME and NAME.bin */
+    char (*files)[264] = xmalloc(k * sizeof *files);
+    for (int i = 0; i < k; i++) {
+        names[i] = found[i].name;
+        snprintf(files[i], sizeof files[i], "%s.bin", found[i].name);
+        names[k + i] = files[i];
+    }
+    const char *best = nearest_word(name, names, 2 * k);
+    if (best) snprintf(near, n, "%s", best);
+    free(files);
+    free(names);
+    return best != NULL;
+}
+
+int modelpath_lookup(const char *name, char *out, size_t n, Err *e) {
     struct stat st;
     int exists = stat(name, &st) == 0, dir = exists && S_ISDIR(st.st_mode);
     /* a path: the loader reports its problems. A directory without a '/' is never a model: the
@@ -147,7 +165,29 @@ int modelpath_find(const char *name, char *out, size_t n) {
                 return 0;
             }
         }
+    /* one line: the name, the directories searched, the nearest name found */
+    char dirs[400] = "", near[300];
+    size_t used = 0;
+    for (int i = 0; i < d.n && used < sizeof dirs; i++)
+        used += snprintf(dirs + used, sizeof dirs - used, "%s%s", i ? ", " : "", d.dir[i]);
+    modelpath_dirs_free(&d);
+    ModelEntry *found;
+    int k = modelpath_list(&found), has_near = nearest_model(name, found, k, near, sizeof near);
+    free(found);
+    err_set(e, "%s: %s, and no model of that name in %s%s%s%s", name,
+            dir ? "a directory, not a model file" : "no such model file", dirs, has_near ? " (did you mean \"" : "",
+            has_near ? near : "", has_near ? "\"?)" : "");
+    return -1;
+}
+
+int modelpath_find(const char *name, char *out, size_t n) {
+    Err e;
+    if (modelpath_lookup(name, out, n, &e) == 0) return 0;
+    struct stat st;
+    int dir = stat(name, &st) == 0 && S_ISDIR(st.st_mode);
     fprintf(stderr, "lingen: %s: %s, and no model of that name in:\n", name, dir ? "a directory, not a model file" : "no such model file");
+    ModelDirs d;
+    modelpath_dirs(&d);
     for (int i = 0; i < d.n; i++) {
         char *safe = text_escape(d.dir[i]);
         fprintf(stderr, "  %s (%s)\n", safe, d.why[i]);
@@ -156,26 +196,22 @@ int modelpath_find(const char *name, char *out, size_t n) {
     modelpath_dirs_free(&d);
     ModelEntry *found;
     int k = modelpath_list(&found);
+    char near[300];
     if (k == 0) {
         fprintf(stderr, "no models there: set LINGEN_MODELS to a directory of model files, or give a path\n");
     } else {
-        const char **names = xmalloc(2 * k * sizeof *names);   /* NAME and NAME.bin */
-        char (*files)[264] = xmalloc(k * sizeof *files);
         fprintf(stderr, "models found:");
         for (int i = 0; i < k; i++) {
-            char *safe = text_escape(names[i] = found[i].name);   /* a file's name: no terminal escapes */
+            char *safe = text_escape(found[i].name);   /* a file's name: no terminal escapes */
             fprintf(stderr, " %s", safe);
             free(safe);
-            snprintf(files[i], sizeof files[i], "%s.bin", found[i].name);
-            names[k + i] = files[i];
         }
-        const char *near = nearest_word(name, names, 2 * k);
-        char *safe = near ? text_escape(near) : NULL;
-        if (near) fprintf(stderr, "\ndid you mean \"%s\"?", safe);
-        free(safe);
+        if (nearest_model(name, found, k, near, sizeof near)) {
+            char *safe = text_escape(near);
+            fprintf(stderr, "\ndid you mean \"%s\"?", safe);
+            free(safe);
+        }
         fprintf(stderr, "\n");
-        free(files);
-        free(names);
     }
     free(found);
     return -1;

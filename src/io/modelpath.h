@@ -12,6 +12,8 @@
 #define LINGEN_MODELPATH_H
 #include <stddef.h>
 
+#include "util.h"
+
 /* Where `make install` puts the models and scripts (from PREFIX, by the Makefile). */
 #ifndef LINGEN_SHAREDIR
 #define LINGEN_SHAREDIR "/usr/local/share/lingen"
@@ -35,6 +37,9 @@ void modelpath_dirs_free(ModelDirs *d);
 /* Every *.bin in the directories, the first of each name only, sorted by name; returns the count
  * and a malloc'd array in *out (free it). */
 int modelpath_list(ModelEntry **out);
+/* Resolve NAME (a path, or a name searched as above) into out: 0, or -1 and e saying, in one
+ * line, that there is no such file or model, the directories searched, and the nearest name. */
+int modelpath_lookup(const char *name, char *out, size_t n, Err *e);
 /* Resolve --model NAME into out. On failure prints where it looked and the names it found, and
  * returns -1. */
 int modelpath_find(const char *name, char *out, size_t n);

@@ -19,6 +19,14 @@ void progress_start(Progress *p, const char *what, long total) {
     p->tty = isatty(2);
     p->per_image = 0;
     p->share = 1;
+    p->report = NULL;
+    p->user = NULL;
+}
+
+void progress_report_to(Progress *p, void (*fn)(void *user, double done, double total), void *user) {
+    p->report = fn;
+    p->user = user;
+    p->tty = 0;
 }
 
 void progress_start_positions(Progress *p, const char *what, long images, long per_image) {
@@ -51,6 +59,7 @@ static void append(char *line, size_t cap, size_t *n, const char *fmt, ...) {
 }
 
 void progress_update(Progress *p, double done) {
+    if (p->report) p->report(p->user, done / p->share, (double)p->total);
     if (!p->tty) return;
     done /= p->share;
     double t = now_seconds();

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+
 /* A small text file (/proc, /sys) into buf, NUL-terminated; 0 on success. */
 static int read_small(const char *path, char *buf, size_t n) {
     FILE *f = fopen(path, "r");

@@ -23,6 +23,7 @@ double reslimits_peak_resident_bytes(void);
 int reslimits_check_batch(size_t fixed, size_t per_item, long batch, size_t available, const char *what,
                           Err *e);
 
+
 /* The largest b in 0..max_b with fixed + b * per_item <= available. */
 long reslimits_max_batch(size_t fixed, size_t per_item, size_t available, long max_b);
 
