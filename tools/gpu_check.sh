@@ -70,6 +70,12 @@ else
     for m in mnist mnist-softmax cifar cifar-softmax; do
         /usr/bin/time -f "%e s" timeout 200 ./lingen eval bits-per-dim --device cuda --model $m 2>&1 | grep -vE "^\s*$" | tail -3
     done
+    echo "== liblingen on the GPU (tests/lib/test_lib.c --quick against this build's lingen)"
+    make -j16 CUDA=1 lib > "$OUT/lib_build.log" 2>&1; echo "make CUDA=1 lib: exit $?"
+    cc -std=c11 -D_POSIX_C_SOURCE=200809L -O1 -Iinclude -o /tmp/test_lib tests/lib/test_lib.c \
+        build-cuda/liblingen.so.0 -Wl,-rpath,"$PWD/build-cuda" -lcjson -lpng -lz -lm -lpthread > "$OUT/lib_cc.log" 2>&1 &&
+        LINGEN=./lingen LINGEN_TEST_MODEL=models/mnist.bin LINGEN_TEST_DEVICE=cuda timeout 300 /tmp/test_lib --quick \
+        > "$OUT/test_lib_cuda.txt" 2>&1; echo "test_lib --quick on cuda: exit $?"; grep -v "^ok" "$OUT/test_lib_cuda.txt" | tail -10
     echo "== make bench-cuda"
     STEPS=100 timeout 300 make bench-cuda > "$OUT/bench_cuda.txt" 2>&1; echo "make bench-cuda: exit $?"; tail -20 "$OUT/bench_cuda.txt"
 fi
