@@ -54,7 +54,7 @@ FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno
                 -std=c11 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -Isrc
 # Only the parsers and what they need: the fuzzers do not depend on the engine's files.
 FUZZ_OBJ     := $(patsubst %,build-fuzz/%.o,util output safetensors model matmul matmul_amx matmul_q8 store plan settings \
-                threads dataset image args)
+                threads adapt dataset image args)
 # A small input that makes a parser allocate hundreds of MB, or run for seconds, is a bug.
 FUZZ_LIMITS  := -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256
 # Per target: largest input, and options (args prints usage and errors: keep them quiet).
