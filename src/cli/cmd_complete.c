@@ -8,6 +8,7 @@
 #include "cli_job.h"
 #include "commands.h"
 #include "engine/complete.h"
+#include "engine/device.h"
 #include "io/image.h"
 #include "engine/transformer.h"
 
@@ -106,7 +107,7 @@ static int prepare(Completion *k) {
     if (rc) return rc;
     if (image_check_grid(k->out, k->n * cols, c->height, c->width, c->channels, cols, &e)) return cli_job_fail(j, &e);
     int total = k->n * (int)k->K;
-    if (!j->batch) j->batch = total < 16 ? total : 16;   /* not sample's 64: the prefill holds B x P positions */
+    if (!j->batch) j->batch = device_default_batch(&j->m.cfg, j->dev, RUN_COMPLETE, 1);
     if (j->batch > total) j->batch = total;
     k->P = (int)k->rows * c->width * c->channels;
     if (cli_job_memory(j, j->batch, k->P > 1 ? k->P : 1, (size_t)total * N + (size_t)k->n * cols * N)) return j->rc;

@@ -14,16 +14,6 @@
 #include "engine/shard.h"
 #include "engine/transformer.h"
 
-/* 16 MNIST or 4 CIFAR-10 images a pass on the CPU. On a GPU a pass takes little longer for
- * hundreds of images than for a few (its linear attention runs the positions in order, each
- * (image, head) pair on its own threads): as many as 8 GB of activations and state hold, at most
- * 256. */
-static long default_batch(const Config *c, int T, Device d) {
-    long cpu = c->seq_len > 1000 ? 4 : 16;
-    if (d != DEVICE_CUDA) return cpu;
-    return device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), cpu, 256);
-}
-
 /* A run of lingen eval: its options, then what its steps found. */
 typedef struct {
     CliJob job;
@@ -92,7 +82,7 @@ static int prepare(Evaluation *v) {
     const Config *c = &j->m.cfg;
     int T = v->rnn ? 1 : c->seq_len;   /* positions a pass holds */
     cli_job_threads(j);
-    if (!j->batch) j->batch = default_batch(c, T, j->dev);
+    if (!j->batch) j->batch = device_default_batch(c, j->dev, RUN_BITS_PER_DIM, T);
     if (!j->rc && cli_load_dataset(&v->ds, &j->m, j->model, j->data, v->split, (int)v->limit)) j->rc = EXIT_FAIL;
     if (j->batch > v->ds.n) j->batch = v->ds.n;
     shard_range(v->ds.n, shard_rank(), shard_size(), &v->first, &v->count);

@@ -91,13 +91,6 @@ static int check_outputs_distinct(const char *out, const char *outdir, const cha
     return 0;
 }
 
-/* 64 images at once on the CPU. A GPU's step takes about as long for 4,096 images as for 64
- * (README, Speed: the GPU table): up to 4,096 there, as many as 8 GB of state or KV cache hold. */
-static long default_batch(const Config *c, Device d) {
-    if (d != DEVICE_CUDA) return 64;
-    return device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096);
-}
-
 /* The kernel of the layers' products in a run of this batch (plan.h); the GPU's keep float32's
  * accuracy. */
 static Kernel products(const Model *m, long batch, Device d) {
@@ -242,7 +235,7 @@ static int prepare(Sampling *s) {
     shard_range(s->n, rank, shard_size(), &s->first, &s->count);
     cli_job_open_model(j);
     const Config *c = &j->m.cfg;
-    if (!j->batch) j->batch = j->rc ? 1 : default_batch(c, j->dev);
+    if (!j->batch) j->batch = j->rc ? 1 : device_default_batch(c, j->dev, RUN_SAMPLE, 1);
     if (j->batch > s->n) j->batch = s->n;   /* generate() never runs more at once */
     Err e;
     if (!j->rc && (image_check_outputs(rank == 0 ? s->out : NULL, s->outdir, s->first, s->count, c->channels, &e) ||

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "shard.h"
+#include "transformer.h"
 
 int device_parse(const char *name, const char *cmd, Device *d) {
     if (!strcmp(name, "cpu")) { *d = DEVICE_CPU; return 0; }
@@ -42,6 +43,16 @@ int device_option(const char *name, const char *cmd, int probe, Device *d) {
     (void)e;
 #endif
     return 0;
+}
+
+long device_default_batch(const Config *c, Device d, RunKind k, int T) {
+    int gpu = d == DEVICE_CUDA;
+    if (k == RUN_COMPLETE) return 16;
+    if (k == RUN_BITS_PER_DIM) {
+        long cpu = c->seq_len > 1000 ? 4 : 16;
+        return gpu ? device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), cpu, 256) : cpu;
+    }
+    return gpu ? device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096) : 64;
 }
 
 long device_batch_fit(double bytes_per_image, long lo, long hi) {

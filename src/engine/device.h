@@ -23,4 +23,13 @@ int device_model_load(Model *m, Device d, const char *path, Err *e);
  * [lo, hi]: a GPU pass or step takes little longer for thousands of images than for a few. */
 #define GPU_BATCH_BYTES 8e9
 long device_batch_fit(double bytes_per_image, long lo, long hi);
+/* What a run does, for its default batch. */
+typedef enum { RUN_SAMPLE, RUN_COMPLETE, RUN_BITS_PER_DIM } RunKind;
+/* The default batch of a run of kind k of a model of config c on device d, decided here for the
+ * commands and the library alike (T: the positions a bits/dim forward takes): sampling 64 images
+ * on the CPU, on a GPU as many as GPU_BATCH_BYTES of state or KV cache hold, up to 4,096;
+ * completion 16 (its prefill holds batch x kept positions); bits/dim 16 MNIST or 4 CIFAR-10
+ * images on the CPU, on a GPU as many as GPU_BATCH_BYTES of activations hold, up to 256. The
+ * caller caps it at its number of images. */
+long device_default_batch(const Config *c, Device d, RunKind k, int T);
 #endif

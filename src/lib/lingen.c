@@ -232,20 +232,12 @@ static lingen_status check_run(const lingen_model *model, long n, const void *bu
 
 int lingen_batch(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options) {
     if (!model) return 0;
+    static const RunKind kinds[] = {[LINGEN_TASK_SAMPLE] = RUN_SAMPLE, [LINGEN_TASK_BITS_PER_DIM] = RUN_BITS_PER_DIM,
+                                    [LINGEN_TASK_COMPLETE] = RUN_COMPLETE};
     const Config *c = &model->m.cfg;
-    int gpu = model->device == DEVICE_CUDA;
-    long batch;
-    if (options && options->batch > 0) {
-        batch = options->batch;
-    } else if (task == LINGEN_TASK_COMPLETE) {   /* not sample's 64: the prefill holds batch x keep positions */
-        batch = 16;
-    } else if (task == LINGEN_TASK_BITS_PER_DIM) {   /* on a GPU as many as 8 GB of activations hold */
-        int T = options && options->step_form ? 1 : c->seq_len;
-        batch = c->seq_len > 1000 ? 4 : 16;
-        if (gpu) batch = device_batch_fit((double)(runstate_bytes(c, 1, T) - runstate_bytes(c, 0, T)), batch, 256);
-    } else {   /* on a GPU as many as 8 GB of state or KV cache hold */
-        batch = gpu ? device_batch_fit((double)model_state_bytes(c, c->seq_len), 64, 4096) : 64;
-    }
+    int T = options && options->step_form ? 1 : c->seq_len;
+    RunKind kind = task >= 0 && task <= LINGEN_TASK_COMPLETE ? kinds[task] : RUN_SAMPLE;
+    long batch = options && options->batch > 0 ? options->batch : device_default_batch(c, model->device, kind, T);
     if (batch > n) batch = n;
     return batch > 1 ? (int)batch : 1;
 }
