@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a GPU machine without lingen's Debian libraries needs to build lingen there as a user
 # does (make CUDA=1, its own compiler and -march=native): the headers and shared libraries of
-# OpenBLAS, cJSON, libpng, giflib and zlib, and the libraries they load (libgfortran...), into
+# OpenBLAS, cJSON, libpng, giflib, zlib and stb_image_write, and the libraries they load (libgfortran...), into
 # .dev/sysroot/{include,lib}, the big ones xz-compressed. There, tools/gpu_env.sh unpacks
 # it and points CPATH, LIBRARY_PATH and LD_LIBRARY_PATH at it.
 set -euo pipefail
@@ -14,6 +14,7 @@ cp -L "$multi/cblas.h" "$multi/openblas_config.h" "$out/include/" 2> /dev/null |
 [ -e "$multi/openblas_config.h" ] && cp -L "$multi/openblas_config.h" "$out/include/"
 cp -L "$inc/cjson/cJSON.h" "$out/include/cjson/"
 cp -L "$inc/gif_lib.h" "$out/include/"
+mkdir -p "$out/include/stb" && cp -L "$inc/stb/stb_image_write.h" "$out/include/stb/"
 cp -L "$inc/png.h" "$inc/pngconf.h" "$inc/pnglibconf.h" "$inc/zlib.h" "$inc/zconf.h" "$out/include/" 2> /dev/null ||
     cp -L "$inc"/png*.h "$inc"/zlib.h "$multi"/zconf.h "$out/include/"
 # the libraries lingen links (-l names) and what they load, glibc and the compiler's runtime apart

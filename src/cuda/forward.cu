@@ -149,7 +149,7 @@ static bool attention(CudaForward *f, int l, int B, int T, __half *out2) {
 }
 
 /* The forward pass of B x T tokens already in f->tok, from position *pos; head outputs in f->out
- * (bias added, clamped); *pos advanced by T. Only launches: capturable. */
+ * (bias added); *pos advanced by T. Only launches: capturable. */
 static bool forward(CudaForward *f, int B, int T) {
     const Config *c = &f->c;
     int d = c->d, rows = B * T, pre = c->pre_norm, M = c->n_mix;

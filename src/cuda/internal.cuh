@@ -66,7 +66,7 @@ struct CudaForward {
 /* ---------------------------------------------------------------- the products (products.cu) */
 
 /* What the small product does with its outputs (at most 8 rows: a step at batch 1..8, where
- * every launch is latency). ACT: y = act(y + bias). HEAD: y += bias, log-scales clamped below
+ * every launch is latency). ACT: y = act(y + bias). HEAD: y += bias
  * (head_kernel). RESIDUAL: the last block to finish adds y + bias to x and normalizes the rows
  * (residual_kernel; with fw, also xn = LN_final(x)). ATTN (after the qkv product): the last
  * block runs the linear attention. A layer is then four launches instead of seven. */

@@ -168,13 +168,12 @@ void launch_activation(cudaStream_t stream, float *h, const float *bias, int row
         activation_kernel<1><<<dim3((dff + 255) / 256, ry), 256, 0, stream>>>(h, bias, rows, dff, gelu, x2);
 }
 
-/* out += bias; log-scales clamped below. */
+/* out += bias. The log-scales stay as the model gives them, as on the CPU: the likelihood and
+ * the sampler (dmol.c, dmol_draw.h) clamp them where they read them. */
 __global__ void head_kernel(float *out, const float *bias, int rows, int M) {
     int i = blockIdx.x * blockDim.x + threadIdx.x, K = 3 * M;
     if (i >= rows * K) return;
-    int k = i % K;
-    float v = out[i] + bias[k];
-    out[i] = k >= 2 * M && v < LOG_SCALE_MIN ? LOG_SCALE_MIN : v;
+    out[i] += bias[i % K];
 }
 
 void launch_head(cudaStream_t stream, float *out, const float *bias, int rows, int M) {

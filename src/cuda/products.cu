@@ -36,10 +36,7 @@ __global__ void small_linear_kernel(float *Y, const float *X, const float *W, in
         for (int r = 0; r < R; r++) {
             float s = warp_sum(acc[r]);
             if (epi.kind == EPI_ACT) s = activate(s + epi.bias[o], epi.gelu);
-            if (epi.kind == EPI_HEAD) {
-                s += epi.bias[o];
-                if (o >= 2 * epi.M && s < LOG_SCALE_MIN) s = LOG_SCALE_MIN;
-            }
+            if (epi.kind == EPI_HEAD) s += epi.bias[o];
             if (lane == 0 && r < rows) Y[(size_t)r * n_out + o] = s;
         }
     }
