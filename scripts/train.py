@@ -3,9 +3,9 @@ data-parallel, on all the GPUs of a host.
 
 The default recipe: AdamW, bf16 autocast (the head in float32), gradient clipping at global norm --clip, a
 warmup-stable-decay learning rate over a wall-clock budget (linear warmup, constant, then a
-linear decay to zero over the last --decay fraction of the budget), the training images
-shuffled every epoch, and an exponential moving average of the weights (--ema). The paper's
-recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --ema 0, with
+linear decay to zero over the last --decay fraction of the budget, or of --total-steps), the
+training images shuffled every epoch, and an exponential moving average of the weights (--ema).
+The paper's recipe: --optimizer radam --clip-mode per-tensor --schedule constant --no-shuffle --ema 0, with
 --lr 1e-4 --batch 16 (MNIST) or --lr 2e-4 --batch 10 (CIFAR-10), --dropout 0.1 and (softmax)
 --attn-dropout 0.1 while it is in training mode: until its first evaluation, and after each
 resumed start until the next.
@@ -14,7 +14,22 @@ is exported, and the model file's metadata records the recipe.
 
 A run continues from a model file (--init, a warm restart: fresh optimizer state), or exactly
 where it stopped from a checkpoint (--ckpt: read if it exists, written at every evaluation and
-at the end).
+when the process ends; a process killed on the way resumes from the last one).
+
+How long a run trains:
+  --minutes M          the whole run's wall-clock budget, counted across resumes; wsd's decay
+                       follows the time spent. Every process evaluates and exports at its end.
+  --total-steps N      the whole run's length in steps, across resumes; wsd's decay spans its
+                       last --decay x N steps, a function of the step alone. Each process (a
+                       stretch) trains at most --minutes M, counted from its start, and writes
+                       the checkpoint (--ckpt, required) and the snapshot (--snapshot); the
+                       one that reaches step N then evaluates and exports the final model
+                       (--export), the others neither evaluate at their end nor export.
+  --steps S            stops a process at step S of the run, either way.
+A run from scratch in stretches is one command, repeated until it logs "final" and exports:
+  python3 scripts/train.py --dataset mnist --total-steps 200000 --warmup 0 --decay 0.2 \\
+      --minutes 22 --dropout 0.1 --ckpt runs/mnist.pt --snapshot runs/mnist.snapshot.bin \\
+      --log-file runs/mnist.jsonl --export models/mnist.bin --compile
 
 Data-parallel: torchrun starts one process per GPU. Each reads its --batch images of every
 global batch of N x --batch and DistributedDataParallel averages the gradients, so N processes
@@ -60,12 +75,17 @@ def parse_args():
     ap.add_argument("--ckpt-half", action="store_true",
                     help="save the checkpoint at half precision (weights and averages float16, the optimizer's "
                          "moments bfloat16): 3 bytes a parameter less, for carrying it between machines")
-    ap.add_argument("--export", help="write the final model file here")
+    ap.add_argument("--export", help="write the final model file here (with --total-steps: once step N is reached)")
     ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
     ap.add_argument("--log-file", "--log", dest="log", help="append JSON lines here (--log-file under torchrun, whose own --log-dir would take --log)")
-    ap.add_argument("--snapshot", help="write the current weights here (F16 model file) at every evaluation")
-    ap.add_argument("--minutes", type=float, default=10.0, help="wall-clock budget for training")
-    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: budget only)")
+    ap.add_argument("--snapshot", help="write the current weights (averaged, with --ema) here (F16 model file) at "
+                                       "every evaluation and at the end of a stretch (--total-steps)")
+    ap.add_argument("--minutes", type=float, default=10.0,
+                    help="wall-clock budget: of the whole run, across resumes; with --total-steps, of this process")
+    ap.add_argument("--total-steps", type=int, default=0,
+                    help="the whole run's length in steps, across resumes: wsd's decay spans its last --decay, "
+                         "--minutes bounds each process (0: the run and its schedule follow --minutes)")
+    ap.add_argument("--steps", type=int, default=0, help="stop at this step of the run, counted across resumes (0: no limit)")
     ap.add_argument("--batch", type=int, default=64,
                     help="images per step and process (the global batch is N times this on N processes)")
     ap.add_argument("--lr", type=float, default=2e-4)
@@ -75,7 +95,8 @@ def parse_args():
     ap.add_argument("--schedule", default="wsd", choices=["wsd", "constant"],
                     help="wsd: warmup, constant, linear decay to 0 (--warmup, --decay); constant: --lr throughout")
     ap.add_argument("--warmup", type=int, default=500, help="steps of linear warmup (wsd)")
-    ap.add_argument("--decay", type=float, default=0.3, help="fraction of the budget spent decaying (wsd)")
+    ap.add_argument("--decay", type=float, default=0.3,
+                    help="fraction of the budget, or of --total-steps, spent decaying (wsd)")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout on the residual branches and the feed-forward's hidden layer")
     ap.add_argument("--attn-dropout", type=float, default=0.0, help="dropout on softmax attention's weights")
     ap.add_argument("--clip", type=float, default=1.0, help="clip the gradient's norm to this (0: no clipping)")
@@ -114,6 +135,10 @@ def parse_args():
         ap.error("--ema-every must be at least 1")
     if a.minutes <= 0 or a.batch < 1:
         ap.error("--minutes and --batch must be positive")
+    if a.total_steps < 0 or a.steps < 0 or a.warmup < 0 or not 0 <= a.decay <= 1:
+        ap.error("--total-steps, --steps and --warmup must be at least 0, --decay within [0, 1]")
+    if a.total_steps and not a.ckpt:
+        ap.error("--total-steps needs --ckpt: a stretch that stops before the last step continues from it")
     if a.whole_graph and (not a.device.startswith("cuda") or int(os.environ.get("WORLD_SIZE", "1")) > 1
                           or a.optimizer != "adamw" or a.clip_mode != "global"):
         ap.error("--whole-graph needs one CUDA process, --optimizer adamw and --clip-mode global")
@@ -174,11 +199,14 @@ class BatchOrder:
         return self.perm[start:start + batch]
 
 
-def lr_at(a, frac, step):
-    """The learning rate at `step` of this run, `frac` of the budget spent. wsd: linear warmup
-    over --warmup steps, then constant, then a linear decay to 0 over the last --decay of the budget."""
+def lr_at(a, step, elapsed):
+    """The learning rate at `step` of the run (counted across resumes), `elapsed` seconds of
+    training spent. wsd: linear warmup over --warmup steps, then constant, then a linear decay
+    to 0 over the last --decay of the run: of --total-steps (a function of the step alone),
+    else of the --minutes budget."""
     if a.schedule == "constant":
         return a.lr
+    frac = step / a.total_steps if a.total_steps else elapsed / (a.minutes * 60)
     w = min(1.0, (step + 1) / max(1, a.warmup))
     d = min(1.0, (1.0 - frac) / a.decay) if a.decay > 0 else 1.0
     return a.lr * w * max(d, 0.0)
@@ -358,6 +386,7 @@ def recipe(a, cfg, world, batch, graphed, weights):
     text = (f"{name}(lr={a.lr}, betas=({b1},{b2}), wd={a.wd}{' decoupled' if a.optimizer == 'radam' else ''}), "
             f"batch {batch * world}{f' ({world} processes x {batch})' if world > 1 else ''}, "
             + (f"warmup {a.warmup}, decay {a.decay}" if a.schedule == "wsd" else "constant lr")
+            + (f", {a.total_steps} steps" if a.total_steps else "")
             + f", dropout {a.dropout}" + (f", attention dropout {a.attn_dropout}" if a.attn_dropout else "") + ", " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
             + (" (linear attention mixed)" if a.mixed_attention and linear else "")
             + (f", chunk {a.chunk}" if a.chunk != 64 else "")
@@ -404,6 +433,11 @@ def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance, hal
     os.replace(path + ".tmp", path)
 
 
+def export_snapshot(model, path, epochs):
+    """The weights so far, as an F16 model file marked as a snapshot."""
+    modelfile.export(model, path, {"epochs": round(epochs, 3), "snapshot": "1"}, torch.float16)
+
+
 def log(rec, path):
     rec["time"] = round(time.time(), 1)
     line = json.dumps(rec)
@@ -414,6 +448,7 @@ def log(rec, path):
 
 
 def main():
+    t_start = time.time()   # a stretch's --minutes count from here
     a = parse_args()
     rank, world, dev = setup_distributed(a)
     torch.manual_seed(a.seed)
@@ -474,13 +509,14 @@ def main():
 
     # ---- the training loop
     budget = a.minutes * 60
+    last = min(n for n in (a.steps, a.total_steps, math.inf) if n)   # the step this process stops at
     start, elapsed_start = step, elapsed   # this process's first step and the run's time then
     t_prev = t_check = t_eval = time.time()
     step_check, smooth = step, None
-    while not (a.steps and step >= a.steps):
+    while step < last:
         fresh = step - start < UNTIMED
         inp, tgt = inputs_targets(train[order.rows(step, rank, batch)])
-        lr = lr_at(a, elapsed / budget, step)
+        lr = lr_at(a, step, elapsed)
         logged = rank == 0 and ((step + 1) % LOG_EVERY == 0 or fresh)
         if graphed:
             loss, gn = graphed(inp, tgt, lr, ema.weight(step) if ema else 0.0), graphed.gnorm
@@ -499,7 +535,8 @@ def main():
         t_prev = now
 
         if step % CHECK_EVERY == 0 or fresh:  # the same steps on every process
-            lv, stop = synced(loss, elapsed >= budget, world)
+            out_of_time = now - t_start >= budget if a.total_steps else elapsed >= budget
+            lv, stop = synced(loss, out_of_time, world)
             smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
             if logged:
                 log({"step": step, "epoch": round(epochs_at(step), 3),
@@ -521,7 +558,7 @@ def main():
                 save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
                                 {**totals(so_far, step, ep, elapsed, world), **ckpt_recipe}, a.ckpt_half)
             if a.snapshot:
-                modelfile.export(avg, a.snapshot, {"epochs": round(ep, 3), "snapshot": "1"}, torch.float16)
+                export_snapshot(avg, a.snapshot, ep)
             t_eval = t_prev = time.time()
 
     if a.ckpt and rank == 0:
@@ -531,6 +568,13 @@ def main():
         dist.barrier()
         dist.destroy_process_group()
     if rank != 0:
+        return
+    if step < a.total_steps:   # a stretch of the run ends: the next resumes from the checkpoint
+        if a.snapshot:
+            export_snapshot(ema.model(cfg, dev) if ema else model, a.snapshot, epochs_at(step))
+        log({"stretch_end": step, "total_steps": a.total_steps, "epoch": round(epochs_at(step), 3),
+             "elapsed": round(elapsed, 1)}, a.log)
+        print(f"stopped at step {step} of {a.total_steps}; the same command resumes from {a.ckpt}", file=sys.stderr)
         return
 
     # ---- final evaluation and export (rank 0)

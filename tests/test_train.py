@@ -2,6 +2,8 @@
 images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schemes for
 new weights, the schedules, checkpoints at half precision."""
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -112,12 +114,28 @@ class Optimization(unittest.TestCase):
             Model(MNIST, init="xavier")
 
     def test_schedules(self):
-        a = argparse.Namespace(lr=1e-3, warmup=10, decay=0.5, schedule="wsd")
-        self.assertAlmostEqual(train.lr_at(a, 0.0, 0), 1e-4)    # warmup
-        self.assertAlmostEqual(train.lr_at(a, 0.4, 100), 1e-3)  # stable
-        self.assertAlmostEqual(train.lr_at(a, 0.75, 100), 5e-4)  # half-way down the decay
+        # over a wall-clock budget of one minute: the decay follows the seconds spent
+        a = argparse.Namespace(lr=1e-3, warmup=10, decay=0.5, schedule="wsd", minutes=1.0, total_steps=0)
+        self.assertAlmostEqual(train.lr_at(a, 0, 0.0), 1e-4)    # warmup
+        self.assertAlmostEqual(train.lr_at(a, 100, 24.0), 1e-3)  # stable
+        self.assertAlmostEqual(train.lr_at(a, 100, 45.0), 5e-4)  # half-way down the decay
         a.schedule = "constant"
-        self.assertEqual([train.lr_at(a, f, s) for f, s in ((0.0, 0), (0.75, 100))], [1e-3, 1e-3])
+        self.assertEqual([train.lr_at(a, s, t) for s, t in ((0, 0.0), (100, 45.0))], [1e-3, 1e-3])
+
+    def test_step_schedule(self):
+        # over --total-steps 100: warmup 10, constant, then down to 0 over the last 30 steps,
+        # lr (100 - s) / 30 at step s; the seconds spent change nothing
+        a = argparse.Namespace(lr=1e-3, warmup=10, decay=0.3, schedule="wsd", minutes=1.0, total_steps=100)
+        want = [1e-3 * min(1, (s + 1) / 10, (100 - s) / 30) for s in range(100)]
+        for elapsed in (0.0, 30.0, 1e6):
+            got = [train.lr_at(a, s, elapsed) for s in range(100)]
+            for s in range(100):
+                self.assertAlmostEqual(got[s], want[s], places=12, msg=(s, elapsed))
+        self.assertAlmostEqual(train.lr_at(a, 85, 0.0), 5e-4)
+        self.assertGreater(train.lr_at(a, 99, 0.0), 0.0)   # down to 0 at step 100, the run's end
+        # a constant rate with a cool-down: no warmup
+        a.warmup = 0
+        self.assertEqual([train.lr_at(a, s, 0.0) for s in (0, 50, 70)], [1e-3] * 3)
 
 
 class HalfCheckpoint(unittest.TestCase):
@@ -158,6 +176,23 @@ class HalfCheckpoint(unittest.TestCase):
                         self.assertEqual(v2.dtype, torch.float32)
                         self.assertTrue(torch.allclose(v2, v, rtol=2 ** -7, atol=0), name)
                         self.assertFalse(torch.equal(v2, v), name)   # it was rounded: the test sees the half path
+
+
+class Usage(unittest.TestCase):
+    def test_bad_options_are_usage_errors(self):
+        # exit 2 with a message naming the option, before any training
+        argv = sys.argv
+        try:
+            for args in (["--total-steps", "10"],   # no checkpoint for the next stretch
+                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"]):
+                sys.argv = ["train.py", *args]
+                with self.subTest(args=args), contextlib.redirect_stderr(io.StringIO()) as err:
+                    with self.assertRaises(SystemExit) as e:
+                        train.parse_args()
+                    self.assertEqual(e.exception.code, 2)
+                    self.assertIn(args[0], err.getvalue().splitlines()[-1])
+        finally:
+            sys.argv = argv
 
 
 if __name__ == "__main__":
