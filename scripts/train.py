@@ -14,7 +14,9 @@ is exported, and the model file's metadata records the recipe.
 
 A run continues from a model file (--init, a warm restart: fresh optimizer state), or exactly
 where it stopped from a checkpoint (--ckpt: read if it exists, written at every evaluation and
-when the process ends; a process killed on the way resumes from the last one).
+when the process ends; a process killed on the way resumes from the last one). The images a
+step reads and its dropout masks are functions of the step, so a resumed run trains bit for
+bit as an unbroken one would (from a --ckpt-half checkpoint: to its rounding).
 
 How long a run trains:
   --minutes M          the whole run's wall-clock budget, counted across resumes; wsd's decay
@@ -199,6 +201,13 @@ class BatchOrder:
         return self.perm[start:start + batch]
 
 
+def step_seed(seed, rank, step):
+    """The seed of the random numbers (dropout masks) that process `rank` draws at `step`: a
+    function of the step alone, so that a resumed run draws what an unbroken one would, on every
+    process, however many numbers the evaluations drew in between."""
+    return ((seed * 1000003 + rank + 1) * 2 ** 40 + step) % 2 ** 63
+
+
 def lr_at(a, step, elapsed):
     """The learning rate at `step` of the run (counted across resumes), `elapsed` seconds of
     training spent. wsd: linear warmup over --warmup steps, then constant, then a linear decay
@@ -358,10 +367,13 @@ def synced(loss, out_of_time, world):
 
 
 def evaluate(model, images, batch, device, amp):
+    """-> (bits/dim, its standard error), in eval mode (no dropout); the model is left in the
+    mode it was in."""
+    training = model.training
     model.eval()
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
         bpd, per = bits_per_dim(model, images.to(device), batch)
-    model.train()
+    model.train(training)
     return bpd, per.std().item() / math.sqrt(len(per))
 
 
@@ -462,8 +474,6 @@ def main():
         print(f"warm restart from {a.init}: {so_far['epochs']:.1f} epochs so far", file=sys.stderr)
     model = model.to(dev).train()
     cfg, params = model.cfg, list(model.parameters())
-    if world > 1:
-        torch.manual_seed(a.seed + 1 + rank)  # each process draws its own dropout masks
     train = data.load(a.dataset, a.data, "train", a.limit).to(dev)
     test = data.load(a.dataset, a.data, "test", a.final_eval if a.final_eval < 10000 else 0) if rank == 0 else None
     n_train = train.shape[0]
@@ -515,6 +525,7 @@ def main():
     step_check, smooth = step, None
     while step < last:
         fresh = step - start < UNTIMED
+        torch.manual_seed(step_seed(a.seed, rank, so_far["steps"] + step))
         inp, tgt = inputs_targets(train[order.rows(step, rank, batch)])
         lr = lr_at(a, step, elapsed)
         logged = rank == 0 and ((step + 1) % LOG_EVERY == 0 or fresh)

@@ -1,6 +1,7 @@
-"""Tests of scripts/train.py's parts, in one process on the CPU: the order in which the training
-images are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schemes for
-new weights, the schedules, checkpoints at half precision."""
+"""Tests of scripts/train.py, in one process on the CPU: the order in which the training images
+are read, per-tensor gradient clipping, RAdam's decoupled weight decay, the schemes for new
+weights, the schedules, checkpoints at half precision, and whole tiny runs resumed from their
+checkpoints."""
 import argparse
 import contextlib
 import io
@@ -10,13 +11,16 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import torch  # noqa: E402
 
 import train  # noqa: E402
 import model as model_module  # noqa: E402
 from model import MNIST, Config, Model  # noqa: E402
+
+DATA = os.environ.get("LINGEN_DATA", os.path.join(ROOT, "data"))
 
 
 class BatchOrder(unittest.TestCase):
@@ -193,6 +197,81 @@ class Usage(unittest.TestCase):
                     self.assertIn(args[0], err.getvalue().splitlines()[-1])
         finally:
             sys.argv = argv
+
+
+def run_train(*args):
+    """train.py's main() in this process with these arguments; its output goes to the
+    exception if it fails."""
+    argv, out = sys.argv, io.StringIO()
+    sys.argv = ["train.py", *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            train.main()
+    except (Exception, SystemExit) as e:
+        raise AssertionError(f"train.py {' '.join(args)} failed: {e!r}\n{out.getvalue()[-3000:]}")
+    finally:
+        sys.argv = argv
+
+
+class Resume(unittest.TestCase):
+    """A run in stretches (stopped by its budget, then by --steps, each resumed from the
+    checkpoint) ends bit for bit where the unbroken run ends: the same weights, averages and
+    optimizer state, with dropout, a decaying schedule, and evaluations (which draw random
+    numbers and switch the model to eval mode) after every step of the unbroken run only."""
+    TOTAL = 6
+
+    def recipe(self, d, *extra):
+        # 24 images, batch 4: the 6 steps read one epoch; lr up over 2 steps, down over the last 3
+        return ["--tiny", "--device", "cpu", "--data", DATA, "--limit", "24", "--batch", "4", "--lr", "0.01",
+                "--total-steps", str(self.TOTAL), "--warmup", "2", "--decay", "0.5", "--ema", "0.9",
+                "--final-eval", "4", "--eval-subset", "4", "--no-f32-check", "--export-dtype", "f32", *extra]
+
+    def unbroken(self, d, name, *extra):
+        ckpt = os.path.join(d, name)
+        run_train(*self.recipe(d, *extra), "--ckpt", ckpt, "--eval-every", "0")
+        return torch.load(ckpt)
+
+    def in_stretches(self, d, *extra):
+        ckpt, export, snapshot = (os.path.join(d, n) for n in ("three.pt", "three.bin", "snapshot.bin"))
+        args = [*self.recipe(d, *extra), "--ckpt", ckpt, "--export", export, "--snapshot", snapshot, "--eval-every", "100"]
+        run_train(*args, "--minutes", "1e-6")   # out of time: stops at its first budget check, after 1 step
+        self.assertEqual(torch.load(ckpt)["step"], 1)
+        self.assertTrue(os.path.exists(snapshot))
+        self.assertFalse(os.path.exists(export))   # only the run's last stretch exports
+        run_train(*args, "--steps", "4")
+        self.assertEqual(torch.load(ckpt)["step"], 4)
+        self.assertFalse(os.path.exists(export))
+        run_train(*args)
+        self.assertTrue(os.path.exists(export))
+        return torch.load(ckpt)
+
+    def assert_same_training(self, one, three):
+        self.assertEqual((one["step"], three["step"]), (self.TOTAL, self.TOTAL))
+        for k, v in one["model"].items():
+            self.assertTrue(torch.equal(v, three["model"][k]), k)
+        self.assertEqual(len(one["ema"]), len(three["ema"]))
+        for i, (e, e3) in enumerate(zip(one["ema"], three["ema"])):
+            self.assertTrue(torch.equal(e, e3), i)
+        self.assertEqual(one["opt"]["param_groups"], three["opt"]["param_groups"])
+        self.assertAlmostEqual(one["opt"]["param_groups"][0]["lr"], 0.01 / 3)   # the last step's, decaying
+        for p, state in one["opt"]["state"].items():
+            for name, v in state.items():
+                self.assertTrue(torch.equal(v, three["opt"]["state"][p][name]), (p, name))
+
+    def test_linear_with_dropout(self):
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one = self.unbroken(d, "one.pt", "--dropout", "0.1")
+            self.assert_same_training(one, self.in_stretches(d, "--dropout", "0.1"))
+            # the comparison sees the dropout: without it the weights differ
+            plain = self.unbroken(d, "plain.pt", "--dropout", "0")
+            self.assertFalse(all(torch.equal(v, plain["model"][k]) for k, v in one["model"].items()))
+
+    def test_softmax_with_attention_dropout(self):
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        extra = ["--attention", "softmax", "--dropout", "0.1", "--attn-dropout", "0.1", "--optimizer", "radam"]
+        with tempfile.TemporaryDirectory() as d:
+            self.assert_same_training(self.unbroken(d, "one.pt", *extra), self.in_stretches(d, *extra))
 
 
 if __name__ == "__main__":
