@@ -141,6 +141,9 @@ def parse_args():
         ap.error("--total-steps, --steps and --warmup must be at least 0, --decay within [0, 1]")
     if a.total_steps and not a.ckpt:
         ap.error("--total-steps needs --ckpt: a stretch that stops before the last step continues from it")
+    for opt, path in (("--ckpt", a.ckpt), ("--export", a.export), ("--snapshot", a.snapshot), ("--log-file", a.log)):
+        if path and not os.path.isdir(os.path.dirname(path) or "."):   # found out now, not at the end
+            ap.error(f"{opt} {path}: no folder {os.path.dirname(path)}")
     if a.whole_graph and (not a.device.startswith("cuda") or int(os.environ.get("WORLD_SIZE", "1")) > 1
                           or a.optimizer != "adamw" or a.clip_mode != "global"):
         ap.error("--whole-graph needs one CUDA process, --optimizer adamw and --clip-mode global")

@@ -188,7 +188,8 @@ class Usage(unittest.TestCase):
         argv = sys.argv
         try:
             for args in (["--total-steps", "10"],   # no checkpoint for the next stretch
-                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"]):
+                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"],
+                         ["--ckpt", os.path.join("no-such-folder", "run.pt")]):
                 sys.argv = ["train.py", *args]
                 with self.subTest(args=args), contextlib.redirect_stderr(io.StringIO()) as err:
                     with self.assertRaises(SystemExit) as e:
