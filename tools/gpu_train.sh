@@ -21,7 +21,9 @@
 # one (train.py --ckpt, saved at half precision: about 6 bytes a parameter, 38 MB for MNIST);
 # CKPT=1 before finish brings the checkpoint back too (parts NAME.ckpt.pt.part*; one run's fit
 # in what a command returns). --minutes counts the whole run: each start gives the minutes
-# trained so far plus those to add.
+# trained so far plus those to add; with --total-steps N it is each start's own, and every
+# start is the same command (train.py --help). Resumes are bit for bit only from a full
+# checkpoint: --ckpt-half, which this script passes, resumes to its rounding.
 # MPS=1 before start shares the GPU through MPS: two MNIST runs 1,663 + 1,631 images/s against
 # 3,090 for one alone (without MPS the runs take turns and lose about a third).
 # NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
