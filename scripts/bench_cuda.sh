@@ -3,7 +3,8 @@
 # lingen's RNN step (one CUDA graph per step: layers, head, sampler; float32 accuracy)
 # and scripts/bench_torch_cuda.py (the PyTorch model's step, state in place, one CUDA graph,
 # fp32 and bf16 weights) at the same batches, a few hundred steps each; then the batch-1
-# latency of a whole MNIST image, and a table of images/s with lingen's ratio to PyTorch's best.
+# latency of a whole MNIST image, and a table of images/s with lingen's ratio to PyTorch's best
+# and to the state-traffic limit (S and z read and written once a step at the measured copy bandwidth).
 #   bash scripts/bench_cuda.sh [ROOT [BIN]]   ROOT: models/ (.), BIN: bench_cuda's folder
 # $PYTHON: a python3 with PyTorch and CUDA (default python3). $STEPS: steps timed (default 200).
 # $LINGEN_LAUNCH, if set, prefixes bench_cuda (a loader and its library path: a packed folder).
@@ -34,13 +35,16 @@ awk '
     if ($5 == "fp32:") tf[k] = $6; else tb[k] = $6
 }
 END {
-    printf "%-10s %6s %12s %12s %12s %9s %14s\n", "model", "batch", "lingen FP32", "torch fp32", "torch bf16", "ratio", "state limit"
+    printf "%-10s %6s %12s %12s %12s %9s %12s %9s\n", "model", "batch", "lingen FP32", "torch fp32", "torch bf16", "ratio", "state limit", "of limit"
     for (i = 0; i < n; i++) {
         k = order[i]; split(k, p, " ")
         best = tf[k] + 0 > tb[k] + 0 ? tf[k] : tb[k]
         r = best > 0 && lf[k] > 0 ? sprintf("%.2fx", lf[k] / best) : "-"
-        printf "%-10s %6s %12s %12s %12s %9s %14s\n", p[1], p[2], lf[k] ? lf[k] : "-", tf[k] ? tf[k] : "-", tb[k] ? tb[k] : "-", r, lim[k] ? lim[k] : "-"
+        f = lim[k] > 0 && lf[k] > 0 ? sprintf("%.0f%%", 100 * lf[k] / lim[k]) : "-"
+        printf "%-10s %6s %12s %12s %12s %9s %12s %9s\n", p[1], p[2], lf[k] ? lf[k] : "-", tf[k] ? tf[k] : "-", tb[k] ? tb[k] : "-", r, lim[k] ? lim[k] : "-", f
     }
     print "ratio: lingen FP32 / the better of torch fp32 and bf16 (whole-step CUDA graph), same batch"
+    print "state limit: images/s if a step took only the time to read and write S and z at the copy bandwidth"
 }' "$log"
+grep -m1 "copy bandwidth" "$log"
 grep "whole image" "$log"

@@ -356,3 +356,24 @@ extern "C" int cuda_bench_step(const GpuModel *m, int B, int steps, int tf32, do
     *sec_per_step = ms / 1e3 / steps;
     return 0;
 }
+
+extern "C" int cuda_copy_bandwidth(size_t bytes, double *bytes_per_s, Err *e) {
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t a = NULL, z = NULL;
+    bool ok = CK(cudaMalloc(&src, bytes)) && CK(cudaMalloc(&dst, bytes)) && CK(cudaMemset(src, 1, bytes)) &&
+              CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&z));
+    float best = 0;
+    for (int i = 0; i < 6 && ok; i++) {   /* the first copy warms up; the fastest counts */
+        float ms = 0;
+        ok = CK(cudaEventRecord(a)) && CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)) &&
+             CK(cudaEventRecord(z)) && CK(cudaEventSynchronize(z)) && CK(cudaEventElapsedTime(&ms, a, z));
+        if (ok && i > 0 && (best == 0 || ms < best)) best = ms;
+    }
+    if (a) cudaEventDestroy(a);
+    if (z) cudaEventDestroy(z);
+    cudaFree(src);
+    cudaFree(dst);
+    if (!ok || best <= 0) return failed ? take_error(e) : err_set(e, "cuda_copy_bandwidth: no time measured");
+    *bytes_per_s = 2.0 * (double)bytes / (best / 1e3);
+    return 0;
+}

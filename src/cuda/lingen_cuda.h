@@ -82,6 +82,9 @@ int cuda_dmol_sample_batch(const float *out, int n, int M, Rng *rngs, int *x, Er
 /* Seconds per RNN step (whole graph: layers, head, sampler) at batch B, timed over `steps`
  * replays after a warm-up; tf32: cuBLAS may use TF32 tensor cores (not exact: benchmark only). */
 int cuda_bench_step(const GpuModel *g, int B, int steps, int tf32, double *sec_per_step, Err *e);
+/* The GPU memory's bandwidth as a device-to-device copy of `bytes` sees it, bytes read plus
+ * written per second (the best of a few copies): what bounds a step that streams the state. */
+int cuda_copy_bandwidth(size_t bytes, double *bytes_per_s, Err *e);
 #endif
 
 #ifdef __cplusplus

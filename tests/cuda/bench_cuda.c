@@ -14,8 +14,6 @@
 #include "engine/generate.h"
 #include "cuda/gpu_model.h"
 
-#define HBM_BYTES_PER_S 4.3e12   /* the H200's sustained HBM3e bandwidth, about */
-
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: bench_cuda MODEL BATCH... [--steps N] [--tf32] [--image]\n"); return 2; }
     int steps = 300, tf32 = 0, image = 0, nb = 0, batches[32];
@@ -34,8 +32,11 @@ int main(int argc, char **argv) {
     if (gpu_model_init(&g, &m, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
     const Config *c = &m.cfg;
     int N = c->seq_len, rc = 0;
-    /* bytes of S and z read and written per image per step */
-    double state = 2.0 * model_state_bytes(c, N);
+    /* bytes of S and z read and written per image per step, against the memory's bandwidth as
+     * a 1 GiB device-to-device copy measures it: the state-traffic limit of a step */
+    double state = 2.0 * model_state_bytes(c, N), bandwidth = 0;
+    if (cuda_copy_bandwidth((size_t)1 << 30, &bandwidth, &e)) { fprintf(stderr, "bench_cuda: %s\n", e.msg); return 1; }
+    printf("lingen-cuda copy bandwidth %.0f GB/s (read + write, 1 GiB device to device)\n", bandwidth / 1e9);
     for (int i = 0; i < nb; i++) {
         for (int fast = 0; fast <= tf32; fast++) {
             double sec;
@@ -45,7 +46,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             double ips = batches[i] / (sec * N);
-            double limit = c->attention == ATTN_LINEAR ? HBM_BYTES_PER_S / (state * N) : 0;
+            double limit = c->attention == ATTN_LINEAR ? bandwidth / (state * N) : 0;
             printf("lingen-cuda %s batch %d%s: %.1f images/s (%.3f ms/step)", argv[1], batches[i], fast ? " TF32" : " FP32",
                    ips, sec * 1e3);
             if (limit > 0) printf(", state-traffic limit %.0f images/s (%.0f%% of it)", limit, 100 * ips / limit);
