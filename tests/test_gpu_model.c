@@ -118,20 +118,23 @@ static void test_canary_check(void **state) {
     Err e;
     for (int r = 0; r < ROWS; r++) memcpy(got + r * 2 * K, cpu, sizeof cpu);
     assert_int_equal(gpu_canary_check(cpu, got, ROWS, 2 * K, K, &e), 0);
-    got[2 * K + 4] = 100.0f * (1 + 0.9e-3f);   /* within 1e-3 of 100, relative */
-    got[1] = -20.0f + 0.019f;
-    got[2] = 1e-4f + 0.9e-3f;                  /* small values: within 1e-3 absolute */
+    const float tol = (float)CANARY_TOL;
+    got[2 * K + 4] = 100.0f * (1 + 0.9f * tol);   /* within the tolerance of 100, relative */
+    got[1] = -20.0f + 19.0f * tol;
+    got[2] = 1e-4f + 0.9f * tol;                  /* small values: within it absolute */
     assert_int_equal(gpu_canary_check(cpu, got, ROWS, 2 * K, K, &e), 0);
-    got[2 * K + 4] = 100.0f * (1 + 1.2e-3f);  /* row 1, position 1, output 1 */
+    got[2 * K + 4] = 100.0f * (1 + 1.2f * tol);  /* row 1, position 1, output 1 */
     assert_int_not_equal(gpu_canary_check(cpu, got, ROWS, 2 * K, K, &e), 0);
     assert_non_null(strstr(e.msg, "head output 1 at position 1 of row 1"));
-    assert_non_null(strstr(e.msg, "100.12 on the GPU, 100 on the CPU"));
+    char want[96];
+    snprintf(want, sizeof want, "%.6g on the GPU, 100 on the CPU", got[2 * K + 4]);
+    assert_non_null(strstr(e.msg, want));
     got[2 * K + 4] = 100.0f;
     got[0] = NAN;
     assert_int_not_equal(gpu_canary_check(cpu, got, ROWS, 2 * K, K, &e), 0);
     assert_non_null(strstr(e.msg, "head output 0 at position 0 of row 0"));
     got[0] = cpu[0];
-    got[2] = 1e-4f + 1.1e-3f;
+    got[2] = 1e-4f + 1.1f * tol;
     assert_int_not_equal(gpu_canary_check(cpu, got, ROWS, 2 * K, K, &e), 0);
 }
 

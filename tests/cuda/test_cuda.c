@@ -1,7 +1,7 @@
 /* The CUDA backend against the CPU engine and the PyTorch reference, on one GPU:
  *   1. head outputs to 1e-4 in step form, parallel form, prefill-then-steps and mixed pieces:
  *      the golden fixtures (scripts/make_fixtures.py) against the reference and the CPU, and
- *      the four shipped models on a test image against the CPU;
+ *      the four shipped models on two test images against the CPU (MODEL_SHARE);
  *   2. bits/dim of test images (parallel and step form) equal to the CPU's to 1e-4, each image
  *      to 3e-4: 100 MNIST and 10 CIFAR-10 images;
  *   3. the GPU sampler: the same draws as dmol_sample from the same streams, and a chi-square
@@ -33,6 +33,14 @@
 #include "engine/transformer.h"
 
 #define TOL 1e-4
+/* A trained model has positions where float32 itself is ill-conditioned (a softmax model's
+ * peaked attention over large scores): there the CPU's own step and parallel forms differ by
+ * more than TOL, and so does float32 PyTorch from float64. A shipped model's head outputs pass
+ * when all but 1 in MODEL_SHARE are within TOL (relative to max(|x|, 1)) of the CPU's and none
+ * is farther than SPREAD_FACTOR times the CPU's own step-to-parallel spread (the GPU's products
+ * split their inputs into two halves, 2^-22 of |x| against float32's 2^-24). */
+#define MODEL_SHARE 1000
+#define SPREAD_FACTOR 16
 /* One image's bits/dim: the sharpest model (cifar-softmax.bin) moves an image's figure by about
  * 1e-4 with the order of float32 sums alone (its CPU mean over 4 images moved by 1.7e-5 between
  * runs on 8 and on 32 cores); TF32 products, a real loss of precision, move it by 1.4e-3. */
@@ -107,6 +115,29 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return w;
 }
 
+/* The values of a farther from b's than tol relative to max(|b|, 1). */
+static size_t n_beyond(const float *a, const float *b, size_t n, double tol) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)a[i] - b[i]) <= tol * fmax(1, fabs((double)b[i])))) k++;
+    return k;
+}
+
+/* Where got and want [B][T][K] differ most: "image b, position t, output k (a log-scale): got,
+ * want", and the same for the CPU's step form (cpu1) at that place, into buf. */
+static void worst_place(const float *got, const float *want, const float *cpu1, int B, int T, int K, char *buf,
+                        size_t n) {
+    size_t at = 0;
+    double w = -1;
+    for (size_t i = 0; i < (size_t)B * T * K; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= w)) w = d, at = i;
+    }
+    int k = (int)(at % K), t = (int)(at / K % T), b = (int)(at / K / T);
+    snprintf(buf, n, "; worst at image %d, position %d, output %d%s: GPU %.7g, CPU %.7g, CPU step form %.7g", b, t, k,
+             k >= 2 * K / 3 ? " (a log-scale)" : "", got[at], want[at], cpu1 ? cpu1[at] : NAN);
+}
+
 /* The GPU over the whole sequence in pieces of the given lengths (cycled); all head outputs in
  * got [B][T][K]. Returns 0, or -1 with the error printed. */
 static int gpu_pieces(const Golden *G, const int *pieces, int n_pieces, float *got) {
@@ -142,10 +173,30 @@ static void check_forms(const Golden *Gp, const char *name) {
     RunState s;
     Err e;
     if (runstate_init(&s, &G.m.cfg, G.B, G.T, &e) == 0) {
+        s.exact = 1;
         transformer_forward(&G.m, &s, G.tokens, G.B, G.T);
         memcpy(cpu, s.out, n * sizeof(float));
         runstate_free(&s);
     }
+    /* the CPU's step form too, to tell a GPU difference from a CPU one */
+    float *cpu1 = xcalloc(n, sizeof(float));
+    if (runstate_init(&s, &G.m.cfg, G.B, 1, &e) == 0) {
+        s.exact = 1;
+        int *tok = xmalloc((size_t)G.B * sizeof(int));
+        for (int t = 0; t < G.T; t++) {
+            for (int b = 0; b < G.B; b++) tok[b] = G.tokens[(size_t)b * G.T + t];
+            transformer_forward(&G.m, &s, tok, G.B, 1);
+            for (int b = 0; b < G.B; b++)
+                memcpy(cpu1 + ((size_t)b * G.T + t) * G.K, s.out + (size_t)b * G.K, G.K * sizeof(float));
+        }
+        free(tok);
+        runstate_free(&s);
+    }
+    char cpu_forms[160];
+    snprintf(cpu_forms, sizeof cpu_forms, "%s: the CPU's step form against its parallel form", name);
+    double spread = max_diff(cpu1, cpu, n);
+    if (G.ref) check(spread <= TOL, cpu_forms, "max |step - parallel| %.2e (tolerance %.0e)", spread, TOL);
+    else printf("info %-48s max |step - parallel| %.2e\n", cpu_forms, spread);
     int N = G.T, third = N / 3;
     const struct { const char *form; int pieces[3], n; } forms[] = {
         {"step form", {1}, 1},
@@ -168,11 +219,20 @@ static void check_forms(const Golden *Gp, const char *name) {
         } else rc = gpu_pieces(&G, pieces, forms[i].n, got);
         if (rc) { check(0, label, "the GPU run failed"); continue; }
         double dr = G.ref ? max_diff(got, G.ref, n) : 0, dc = max_diff(got, cpu, n);
-        if (G.ref) check(dr <= TOL && dc <= TOL, label, "max |GPU - PyTorch| %.2e, |GPU - CPU| %.2e (tolerance %.0e)", dr, dc, TOL);
-        else check(dc <= TOL, label, "max |GPU - CPU| %.2e (tolerance %.0e)", dc, TOL);
+        char where[320] = "";
+        if (dc > TOL) worst_place(got, cpu, cpu1, G.B, G.T, G.K, where, sizeof where);
+        if (G.ref) check(dr <= TOL && dc <= TOL, label, "max |GPU - PyTorch| %.2e, |GPU - CPU| %.2e (tolerance %.0e)%s", dr, dc, TOL, where);
+        else {   /* a shipped model: see MODEL_SHARE */
+            size_t beyond = n_beyond(got, cpu, n, TOL);
+            double bound = fmax(TOL, SPREAD_FACTOR * spread);
+            check(dc <= bound && beyond * MODEL_SHARE <= n, label,
+                  "max |GPU - CPU| %.2e (bound %.2e), %zu of %zu values beyond %.0e relative%s", dc, bound, beyond, n, TOL,
+                  where);
+        }
     }
     free(got);
     free(cpu);
+    free(cpu1);
 }
 
 static void test_fixture(const char *name) {
