@@ -56,6 +56,8 @@ CliShape cli_shape(const lingen_model *m) {
     return (CliShape){lingen_dataset(m), lingen_height(m), lingen_width(m), lingen_channels(m)};
 }
 
+int cli_linear(const lingen_model *m) { return !strcmp(lingen_attention(m), "linear"); }
+
 int cli_load_dataset(Dataset *ds, const CliShape *c, const char *model_path, const char *data, const char *split,
                      int limit) {
     Err e;

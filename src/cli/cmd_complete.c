@@ -144,8 +144,7 @@ static int run(Completion *k) {
     fprintf(strcmp(k->out, "-") ? stdout : stderr,   /* -o -: stdout is the PNG */
             "completed %d input%s x %ld sample%s (top %ld of %d rows kept; %s attention, batch %ld%s) in %.2f s: "
             "%.3f images/s -> %s\n", k->n, k->n == 1 ? "" : "s", k->K, k->K == 1 ? "" : "s", k->rows, c.height,
-            !strcmp(lingen_attention(j->m), "linear") ? "linear/RNN" : "softmax/KV-cache", j->batch, temp, secs,
-            total / secs, k->out);
+            cli_linear(j->m) ? "linear/RNN" : "softmax/KV-cache", j->batch, temp, secs, total / secs, k->out);
     return EXIT_OK;
 }
 

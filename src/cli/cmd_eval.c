@@ -147,8 +147,7 @@ static int report(const Evaluation *v, double secs) {
     Figures f = {.card = lingen_meta(j->m, "test_bits_per_dim")};
     mean_and_stderr(v->per, v->ds.n, &f.mean, &f.se);
     mean_and_stderr(v->given, v->ds.n, &f.mean_given, &f.se_given);
-    const PaperFigure *pf =
-        paper_figure(lingen_dataset(j->m), strcmp(lingen_attention(j->m), "linear") ? ATTN_SOFTMAX : ATTN_LINEAR);
+    const PaperFigure *pf = paper_figure(lingen_dataset(j->m), cli_linear(j->m) ? ATTN_LINEAR : ATTN_SOFTMAX);
     f.paper = pf ? pf->bits_per_dim : 0;
     print_figures(v, &f);
     char ranks[32];

@@ -137,7 +137,8 @@ static int check_animation_size(Animation *a, const lingen_model *m, long n) {
 /* The products' arithmetic of a kernel (lingen_kernel's name), as --json names it and as the
  * closing line does ("" for float32). */
 static const char *arithmetic(const char *kernel) {
-    return !strcmp(kernel, "int8") ? "int8" : !strcmp(kernel, "bfloat16") || !strcmp(kernel, "AMX-BF16") ? "bfloat16" : "float32";
+    if (!strcmp(kernel, "int8")) return "int8";
+    return !strcmp(kernel, "bfloat16") || !strcmp(kernel, "AMX-BF16") ? "bfloat16" : "float32";
 }
 static const char *arithmetic_note(const char *kernel) {
     return !strcmp(kernel, "int8")       ? ", 8-bit weights"
@@ -149,12 +150,11 @@ static const char *arithmetic_note(const char *kernel) {
 /* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const Sampling *s, const char *arith, long done, double secs) {
     const lingen_model *m = s->job.m;
-    int linear = !strcmp(lingen_attention(m), "linear");
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", s->job.model);
     cJSON_AddStringToObject(o, "dataset", lingen_dataset(m));
     cJSON_AddStringToObject(o, "attention", lingen_attention(m));
-    cJSON_AddStringToObject(o, "mode", linear ? "RNN" : "KV cache");
+    cJSON_AddStringToObject(o, "mode", cli_linear(m) ? "RNN" : "KV cache");
     cJSON_AddNumberToObject(o, "height", lingen_height(m));
     cJSON_AddNumberToObject(o, "width", lingen_width(m));
     cJSON_AddNumberToObject(o, "channels", lingen_channels(m));
@@ -259,8 +259,8 @@ static int report(const Sampling *s, long total, double secs) {
                  s->anim.path);
     fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s%s\n",
             total, total == 1 ? "" : "s", lingen_height(j->m), lingen_width(j->m), lingen_channels(j->m),
-            !strcmp(lingen_attention(j->m), "linear") ? "linear/RNN" : "softmax/KV-cache", j->batch,
-            arithmetic_note(kernel), temp, cli_ranks_text(ranks, sizeof ranks), secs, total / secs, s->out, animated);
+            cli_linear(j->m) ? "linear/RNN" : "softmax/KV-cache", j->batch, arithmetic_note(kernel), temp,
+            cli_ranks_text(ranks, sizeof ranks), secs, total / secs, s->out, animated);
     CliReport r = {.images = total, .seconds = secs, .flops = transformer_flops_per_image(c), .ceiling = j->ceiling};
     cli_report_ceiling(&r, "ceiling: ", CEILING_STEPS, ceiling_state_traffic(c, j->batch));
     return j->json ? cli_report_json(sample_json(s, arithmetic(kernel), total, secs), &r, j->json) : EXIT_OK;

@@ -31,6 +31,8 @@ int cli_load_model(Model *m, Device d, const char *path);
 typedef struct { const char *dataset; int height, width, channels; } CliShape;
 /* ... an open model's (lingen.h). */
 CliShape cli_shape(const lingen_model *m);
+/* Whether an open model's attention is linear (sampled as an RNN), else softmax (a KV cache). */
+int cli_linear(const lingen_model *m);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked
  * against the model's image shape c (limit > 0: the first limit images). Prints "lingen: <problem>"
  * and returns -1 on failure. */
