@@ -1,8 +1,8 @@
 /* liblingen: lingen's image models from C. Open a model file (a Linear Transformer trained on
  * MNIST or CIFAR-10), read its configuration, sample images into your buffer, score your images
- * in bits per dimension, and complete images from their top rows. The `lingen` command runs the
- * same engines; given the same model, seed, batch and precision, this library's images are the
- * command's byte for byte.
+ * in bits per dimension, and complete images from their top rows. The `lingen` command is built
+ * on these calls (its sample, eval, complete and info): given the same model, seed, batch and
+ * precision, this library's images are the command's byte for byte.
  *
  * Build against it with pkg-config:   cc prog.c $(pkg-config --cflags --libs lingen)
  * (static: pkg-config --static --libs lingen, which adds OpenBLAS, cJSON, libm and pthreads).
