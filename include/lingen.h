@@ -1,8 +1,8 @@
 /* liblingen: lingen's image models from C. Open a model file (a Linear Transformer trained on
  * MNIST or CIFAR-10), read its configuration, sample images into your buffer, score your images
- * in bits per dimension, and complete images from their top rows. The `lingen` command runs the
- * same engines; given the same model, seed, batch and precision, this library's images are the
- * command's byte for byte.
+ * in bits per dimension, and complete images from their top rows. The `lingen` command is built
+ * on these calls (its sample, eval, complete and info): given the same model, seed, batch and
+ * precision, this library's images are the command's byte for byte.
  *
  * Build against it with pkg-config:   cc prog.c $(pkg-config --cflags --libs lingen)
  * (static: pkg-config --static --libs lingen, which adds OpenBLAS, cJSON, libm and pthreads).
@@ -76,7 +76,9 @@ typedef enum {
 } lingen_status;
 
 /* A failure's code and message; filled by a call that fails, and on success set to LINGEN_OK and
- * "". Owned by the caller: one per thread, or one per call. */
+ * "". The message of lingen_sample, lingen_bits_per_dim and lingen_complete starts with the
+ * call's name and ": " ("sample: ", "bits_per_dim: ", "complete: "). Owned by the caller: one per
+ * thread, or one per call. */
 typedef struct lingen_error {
     lingen_status status;
     char message[512];
@@ -92,6 +94,8 @@ typedef enum {
     LINGEN_PRECISION_F32,        /* float32 */
     LINGEN_PRECISION_BF16,       /* bfloat16 where the processor has AVX512-BF16, else float32 */
     LINGEN_PRECISION_INT8,       /* 8-bit weights at every batch */
+    LINGEN_PRECISION_FASTEST,    /* as AUTO, whatever LINGEN_BF16 and LINGEN_INT8 say (the `lingen`
+                                  * command's --precision auto) */
 } lingen_precision;
 
 /* How a model is opened. All zeros (or NULL) is the default: the CPU, automatic precision,
@@ -124,9 +128,9 @@ typedef struct lingen_run_options {
      * in positions drawn for sampling and completion (n * values each), in images for bits/dim. */
     void (*progress)(void *user, double done, double total);
     void *progress_user;
-    /* Or NULL (default): when *stop becomes nonzero (a signal handler may set it), sampling and
-     * completion stop after the position in hand and return LINGEN_STOPPED, with the images
-     * finished before it in the buffer. bits/dim ignores it. */
+    /* Or NULL (default): when *stop becomes nonzero (a signal handler or the progress callback
+     * may set it), sampling and completion stop after the position in hand and return
+     * LINGEN_STOPPED, with the images finished before it in the buffer. bits/dim ignores it. */
     volatile sig_atomic_t *stop;
 } lingen_run_options;
 
@@ -203,6 +207,22 @@ typedef enum { LINGEN_TASK_SAMPLE, LINGEN_TASK_BITS_PER_DIM, LINGEN_TASK_COMPLET
  * lingen_run_options describes; never more than n, and at least 1. For a caller that reports it
  * or plans memory by it. 0 for a NULL model. */
 int lingen_batch(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options);
+
+/* The kernel of the layers' products in a call of task over n images with these options (NULL:
+ * the defaults), at the batch lingen_batch gives: "float32", "bfloat16", "AMX-BF16" (bfloat16 on
+ * AMX tiles) or "int8" (8-bit weights) for the steps of sampling and completion; "float32" or
+ * "AMX" (float32 on AMX tiles) for bits/dim. On a GPU "float32". NULL for a NULL model. */
+const char *lingen_kernel(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options);
+
+/* Memory, in bytes, for a caller that checks its run, its own buffers too, against the memory
+ * available (each call checks its own need: MEMORY above): the model's weights as loaded, every
+ * copy its kernels use included; and what a call of task holds beside them while it runs `batch`
+ * images at once (keep: completion's kept values, else 0; options: NULL or the call's, for its
+ * step_form): the attention memory (RNN state, or KV cache at full length) and the activations.
+ * Batch 0 gives the part that does not grow with the batch. 0 for a NULL model or a batch below 0. */
+size_t lingen_weight_bytes(const lingen_model *model);
+size_t lingen_run_bytes(const lingen_model *model, lingen_task task, int batch, int keep,
+                        const lingen_run_options *options);
 
 /* Complete n inputs [n][seq_len] `samples` times each (samples >= 1, n * samples <= INT_MAX):
  * completion k of input i, out[i * samples + k] of out [n * samples][seq_len], keeps the input's

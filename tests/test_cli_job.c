@@ -30,7 +30,7 @@ static void capture_stderr(int (*fn)(CliJob *), CliJob *j, int *rc, char *buf, s
 static int options_probe(CliJob *j) { return cli_job_options(j, 1); }
 static int open_model(CliJob *j) { return cli_job_open_model(j); }
 static int check_json(CliJob *j) { return cli_job_json(j); }
-static int huge_batch(CliJob *j) { return cli_job_memory(j, 1L << 40, j->m.cfg.seq_len, 0); }
+static int huge_batch(CliJob *j) { return cli_job_memory(j, LINGEN_TASK_BITS_PER_DIM, 1L << 40, 0, 0); }
 
 /* A bad --precision or --device word is a usage error naming the command; rc keeps it. */
 static void test_options_refused(void **state) {
@@ -88,12 +88,12 @@ static void test_steps_after_failure(void **state) {
     assert_int_equal(rc, EXIT_FAIL);
     assert_string_equal(msg, "");
     assert_string_equal(j.model, "no-such-model");   /* not resolved */
-    assert_int_equal(j.m.cfg.seq_len, 0);
+    assert_null(j.m);
     capture_stderr(check_json, &j, &rc, msg, sizeof msg);
     assert_int_equal(rc, EXIT_FAIL);
     assert_string_equal(msg, "");
     assert_int_equal(cli_job_threads(&j), EXIT_FAIL);
-    assert_int_equal(cli_job_memory(&j, 1L << 40, 784, 0), EXIT_FAIL);
+    assert_int_equal(cli_job_memory(&j, LINGEN_TASK_SAMPLE, 1L << 40, 0, 0), EXIT_FAIL);
     assert_int_equal(cli_job_agree(&j), EXIT_FAIL);   /* one process: its own rc */
     cli_job_free(&j);
 }
@@ -107,14 +107,14 @@ static void test_model_and_memory(void **state) {
     CliJob j = {.cmd = "eval", .model = FIXTURE("tiny-linear-mnist.bin")};
     assert_int_equal(cli_job_open_model(&j), 0);
     assert_ptr_equal(j.model, j.found);
-    assert_int_equal(j.m.cfg.seq_len, 784);
-    assert_int_equal(cli_job_memory(&j, 1, 784, 0), 0);
+    assert_int_equal(lingen_seq_len(j.m), 784);
+    assert_int_equal(cli_job_memory(&j, LINGEN_TASK_BITS_PER_DIM, 1, 0, 0), 0);
     capture_stderr(huge_batch, &j, &rc, msg, sizeof msg);
     assert_int_equal(rc, EXIT_FAIL);
     assert_int_equal(j.rc, EXIT_FAIL);
     assert_non_null(strstr(msg, "lingen: eval: batch 1099511627776 needs "));
     cli_job_free(&j);
-    assert_int_equal(j.m.cfg.seq_len, 0);
+    assert_null(j.m);
     CliJob k = {.cmd = "info", .model = "no-such-model"};
     capture_stderr(open_model, &k, &rc, msg, sizeof msg);
     assert_int_equal(rc, EXIT_FAIL);

@@ -16,16 +16,26 @@ errors and its threads). It loads the library from $LINGEN_LIBRARY (a file) when
 beside this file, from a build tree this file is in (build/), from the folder `make install` put
 it in, and last from the system's search path (ld.so: LD_LIBRARY_PATH, ldconfig's cache).
 
+Progress and stopping: each call takes progress=callable(done, total), called now and then with
+the work done and its total (sample, complete: positions drawn; bits_per_dim: images). When it
+returns True, sample and complete stop after the position in hand and raise lingen.Stopped, which
+holds the images finished (bits_per_dim runs on to its end). Ctrl-C, where SIGINT has Python's
+default handler and the call runs on the main thread, stops them after the position in hand too,
+and KeyboardInterrupt is raised once the library has returned. An exception that the callable
+raises stops the run as well and is raised from the call.
+
 Errors: lingen.Error (the library's failure, with its status name and message: a model not found,
 not enough memory for the batch...), ValueError (a bad value or shape, a closed model), TypeError
 (not an integer array).
 """
 import ctypes
 import os
+import signal
+import threading
 
 import numpy as np
 
-__all__ = ["Model", "Error", "version", "library_path"]
+__all__ = ["Model", "Error", "Stopped", "version", "library_path"]
 
 # Where `make install` put liblingen (it writes the folder here when it installs this file).
 _LIBDIR = None
@@ -33,8 +43,9 @@ _SONAME = "liblingen.so.0"
 
 STATUS_NAMES = ["LINGEN_OK", "LINGEN_ERR_ARGUMENT", "LINGEN_ERR_NOT_FOUND", "LINGEN_ERR_MODEL",
                 "LINGEN_ERR_MEMORY", "LINGEN_ERR_DEVICE", "LINGEN_ERR_RUN", "LINGEN_STOPPED"]
+_STOPPED = STATUS_NAMES.index("LINGEN_STOPPED")
 _DEVICES = {"cpu": 0, "cuda": 1}
-_PRECISIONS = {"auto": 0, "f32": 1, "bf16": 2, "int8": 3}
+_PRECISIONS = {"auto": 0, "f32": 1, "bf16": 2, "int8": 3, "fastest": 4}
 
 
 class Error(Exception):
@@ -45,6 +56,17 @@ class Error(Exception):
         self.status = STATUS_NAMES[status] if 0 <= status < len(STATUS_NAMES) else "LINGEN_UNKNOWN"
         self.message = message
         super().__init__("%s (%s)" % (message, self.status))
+
+
+class Stopped(Error):
+    """A run that its progress callable stopped (it returned True): .done, the images finished
+    (complete: the completions, in their order), and .images, those images: a uint8 array (done,
+    height, width, channels)."""
+
+    def __init__(self, message, images):
+        super().__init__(_STOPPED, message)
+        self.done = len(images)
+        self.images = images
 
 
 class _Error(ctypes.Structure):
@@ -124,6 +146,62 @@ _meta_key = _fn("lingen_meta_key", ctypes.c_char_p, _P, ctypes.c_int)
 _meta_value = _fn("lingen_meta_value", ctypes.c_char_p, _P, ctypes.c_int)
 
 
+class _Run:
+    """One call's progress callable and stop flag, as liblingen takes them (lingen_run_options'
+    progress and stop), kept alive for the call. Used as a with block around the call: on the main
+    thread, SIGINT (where Python's default handler has it) sets the flag instead of raising at once."""
+
+    def __init__(self, progress):
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be callable(done, total), not %s" % type(progress).__name__)
+        self.progress = progress
+        self.flag = ctypes.c_int(0)   # sig_atomic_t
+        self.raised = None            # raised after the call: the callable's exception, or Ctrl-C's
+        self.callback = _PROGRESS(self._called)
+        self.old_handler = None
+
+    def _called(self, user, done, total):
+        """The library's progress callback; also where Python runs a SIGINT's handler during a call."""
+        if self.progress is None or self.raised is not None:
+            return
+        try:
+            if self.progress(done, total):
+                self.flag.value = 1
+        except BaseException as e:   # raised again once the library returns
+            self.raised = e
+            self.flag.value = 1
+
+    def _interrupt(self, signum, frame):
+        self.flag.value = 1
+        if self.raised is None:
+            self.raised = KeyboardInterrupt()
+
+    def options(self, o):
+        """o with this call's progress callback and stop flag."""
+        o.progress = self.callback
+        o.stop = ctypes.addressof(self.flag)
+        return o
+
+    def __enter__(self):
+        if (threading.current_thread() is threading.main_thread() and
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self.old_handler = signal.signal(signal.SIGINT, self._interrupt)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old_handler is not None:
+            signal.signal(signal.SIGINT, self.old_handler)
+
+    def check(self, status, err, finished):
+        """After the call: what stopped it raised (Stopped with finished() for the callable's
+        True), else the library's failure."""
+        if self.raised is not None:
+            raise self.raised
+        if status == _STOPPED:
+            raise Stopped(err.message.decode(errors="replace"), finished())
+        _check(status, err)
+
+
 def version():
     """The loaded liblingen's version, e.g. "1.0.0"."""
     return _version().decode()
@@ -149,8 +227,9 @@ class Model:
     name_or_path: a model file, or a name searched as `lingen --model` searches ($LINGEN_MODELS,
     ./models, the installed models). device: "cpu" or "cuda" (a build made with CUDA=1).
     threads: the default threads of its calls (0: every usable core). precision: the CPU's
-    arithmetic for sampling steps, "auto" (the fastest this processor has), "f32", "bf16" or
-    "int8". Close it with close() or a with block; calls on a closed model raise ValueError.
+    arithmetic for sampling steps, "auto" (the fastest this processor has, or what LINGEN_BF16 /
+    LINGEN_INT8 ask for), "fastest" (the fastest whatever they say), "f32", "bf16" or "int8".
+    Close it with close() or a with block; calls on a closed model raise ValueError.
     Calls from several threads run one at a time (the library's lock)."""
 
     def __init__(self, name_or_path, device="cpu", threads=0, precision="auto"):
@@ -242,39 +321,47 @@ class Model:
             raise ValueError("%s: %d images: at most %d at once" % (what, a.shape[0], 2**31 - 1))
         return np.ascontiguousarray(a, dtype=np.uint8)
 
-    def sample(self, n, seed=1, first=0, temperature=1.0, batch=0, threads=0):
+    def sample(self, n, seed=1, first=0, temperature=1.0, batch=0, threads=0, progress=None):
         """n new images, a uint8 array (n, height, width, channels). Image k draws from random
         stream first + k of the seed: it depends on (seed, first + k) alone (and, through the
-        kernel, the batch: 0 is the `lingen sample` default). threads: 0 is the model's."""
+        kernel, the batch: 0 is the `lingen sample` default). threads: 0 is the model's.
+        progress: callable(done, total) in positions drawn (the module's doc: stopping)."""
         m = self._handle()
         n = _int_arg("n", n, 0, 2**31 - 1)
-        o = self._options(seed, first, temperature, batch, threads)
+        run = _Run(progress)
+        o = run.options(self._options(seed, first, temperature, batch, threads))
         out = np.empty((n,) + self.shape, dtype=np.uint8)
         done, err = ctypes.c_int(), _Error()
-        _check(_sample(m, n, ctypes.byref(o), out.ctypes.data_as(_U8P), ctypes.byref(done), ctypes.byref(err)), err)
+        with run:
+            status = _sample(m, n, ctypes.byref(o), out.ctypes.data_as(_U8P), ctypes.byref(done), ctypes.byref(err))
+        run.check(status, err, lambda: out[:done.value])
         return out
 
-    def bits_per_dim(self, images, batch=0, step_form=False, threads=0, first_given=False):
+    def bits_per_dim(self, images, batch=0, step_form=False, threads=0, first_given=False, progress=None):
         """Bits per dimension of each image, a float64 array (n,): -(sum of log2 p) / N over its
         N values, the first predicted from the start token; first_given=True: the sum without
         the first value over N - 1 (the paper's convention). Their mean over a test set is what
         `lingen eval bits-per-dim` reports. step_form: one position at a time (the same figures
-        to float32's rounding)."""
+        to float32's rounding). progress: callable(done, total) in images; it does not stop the run."""
         m = self._handle()
         x = self._images(images, "bits_per_dim")
-        o = self._options(batch=batch, threads=threads, step_form=step_form)
+        run = _Run(progress)
+        o = run.options(self._options(batch=batch, threads=threads, step_form=step_form))
         n = x.shape[0]
         per, given = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
         err = _Error()
-        _check(_bpd(m, x.ctypes.data_as(_U8P), n, per.ctypes.data_as(_DP), given.ctypes.data_as(_DP),
-                    ctypes.byref(o), ctypes.byref(err)), err)
+        with run:
+            status = _bpd(m, x.ctypes.data_as(_U8P), n, per.ctypes.data_as(_DP), given.ctypes.data_as(_DP),
+                          ctypes.byref(o), ctypes.byref(err))
+        run.check(status, err, None)
         return given if first_given else per
 
-    def complete(self, images, rows=None, samples=4, seed=1, temperature=1.0, batch=0, threads=0, keep=None):
+    def complete(self, images, rows=None, samples=4, seed=1, temperature=1.0, batch=0, threads=0, keep=None,
+                 progress=None):
         """Complete each image `samples` times: keep its top `rows` rows (default half the height),
         or its first `keep` values (channels of a pixel side by side, pixels row by row), and draw
         the rest. A uint8 array (n, samples, height, width, channels); completion k of image i
-        draws from random stream i * samples + k of the seed."""
+        draws from random stream i * samples + k of the seed. progress: as sample's."""
         m = self._handle()
         x = self._images(images, "complete")
         h, w, c = self.shape
@@ -288,9 +375,12 @@ class Model:
         n = x.shape[0]
         if n * samples > 2**31 - 1:
             raise ValueError("complete: %d images x %d samples: at most %d completions at once" % (n, samples, 2**31 - 1))
-        o = self._options(seed, 0, temperature, batch, threads)
+        run = _Run(progress)
+        o = run.options(self._options(seed, 0, temperature, batch, threads))
         out = np.empty((n, samples) + self.shape, dtype=np.uint8)
         done, err = ctypes.c_int(), _Error()
-        _check(_complete(m, x.ctypes.data_as(_U8P), n, keep, samples, ctypes.byref(o), out.ctypes.data_as(_U8P),
-                         ctypes.byref(done), ctypes.byref(err)), err)
+        with run:
+            status = _complete(m, x.ctypes.data_as(_U8P), n, keep, samples, ctypes.byref(o),
+                               out.ctypes.data_as(_U8P), ctypes.byref(done), ctypes.byref(err))
+        run.check(status, err, lambda: out.reshape((-1,) + self.shape)[:done.value])
         return out

@@ -52,15 +52,14 @@ int cli_load_model(Model *m, Device d, const char *path) {
     return -1;
 }
 
-int cli_open_model(Model *m, Device d, const char **name, char *found) {
-    if (modelpath_find(*name ? *name : "mnist", found, MODELPATH_LEN)) return -1;
-    *name = found;
-    return cli_load_model(m, d, found);
+CliShape cli_shape(const lingen_model *m) {
+    return (CliShape){lingen_dataset(m), lingen_height(m), lingen_width(m), lingen_channels(m)};
 }
 
-int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,
+int cli_linear(const lingen_model *m) { return !strcmp(lingen_attention(m), "linear"); }
+
+int cli_load_dataset(Dataset *ds, const CliShape *c, const char *model_path, const char *data, const char *split,
                      int limit) {
-    const Config *c = &m->cfg;
     Err e;
     if (dataset_load(ds, dataset_root(data), c->dataset, split, limit, &e)) {
         fprintf(stderr, "lingen: %s\n", e.msg);
@@ -68,7 +67,7 @@ int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const 
     }
     if (limit > ds->n && shard_rank() == 0)   /* not silently fewer than asked for */
         fprintf(stderr, "lingen: --limit %d: the %s split has %d images; all of them are used\n", limit, split, ds->n);
-    if (ds->height * ds->width * ds->channels != c->seq_len) {
+    if (ds->height * ds->width * ds->channels != c->height * c->width * c->channels) {
         fprintf(stderr, "lingen: %s: images are %dx%dx%d, the model %s needs %dx%dx%d\n", dataset_root(data),
                 ds->height, ds->width, ds->channels, model_path, c->height, c->width, c->channels);
         dataset_free(ds);
@@ -86,6 +85,13 @@ int cli_precision(const char *cmd, const char *word) {
     }
     plan_set_precision(p);
     return 0;
+}
+
+lingen_precision cli_lib_precision(const char *word) {
+    static const lingen_precision lib[] = {[PRECISION_AUTO] = LINGEN_PRECISION_FASTEST, [PRECISION_F32] = LINGEN_PRECISION_F32,
+                                           [PRECISION_BF16] = LINGEN_PRECISION_BF16, [PRECISION_INT8] = LINGEN_PRECISION_INT8};
+    Precision p;
+    return word && !plan_parse_precision(word, &p) ? lib[p] : LINGEN_PRECISION_AUTO;
 }
 
 int cli_check_ceiling(const char *cmd, int ceiling) {
@@ -117,7 +123,7 @@ void cli_stop_blas_threads(void) {
 
 /* The threads are lingen's own (threads.h); the sgemms inside their items run on one thread
  * each, so OpenBLAS keeps to one thread per call and the two never compete for the cores. */
-void cli_set_threads(long threads) {
+long cli_set_threads(long threads) {
     if (!threads) threads = rank_threads();
     long asked = threads;
     char note[200];
@@ -125,6 +131,7 @@ void cli_set_threads(long threads) {
     if (note[0]) fprintf(stderr, "lingen: %s\n", note);
     threads_set(asked ? (int)threads : 0);   /* 0: the cores this process may use */
     cli_stop_blas_threads();   /* again: setting OpenBLAS's count can start its threads anew */
+    return asked;
 }
 
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra) {

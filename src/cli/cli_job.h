@@ -1,14 +1,16 @@
 /* The steps that the commands which run the model (sample, eval, complete, compare, info) share,
- * and the report of what sample and eval measured. */
+ * and the report of what sample and eval measured. The model is opened, and sample's, eval's and
+ * complete's work run, through liblingen (include/lingen.h). */
 #ifndef LINGEN_CLI_JOB_H
 #define LINGEN_CLI_JOB_H
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
+#include "lingen.h"
 #include "engine/ceiling.h"
 #include "engine/engine.h"
-#include "engine/model.h"
 #include "io/modelpath.h"
+#include "io/progress.h"
 #include "io/util.h"
 
 /* A command's run: the values of the options it shares with the other commands (commands.h: the
@@ -22,10 +24,12 @@ typedef struct {
     const char *device;              /* --device; NULL: the command has none (the CPU) */
     Device dev;                      /* ... as parsed by cli_job_options */
     const char *precision, *data, *json;   /* NULL: not given */
-    long threads, batch;             /* 0: not given */
+    long threads, batch;             /* 0: not given; threads once applied: those asked of the library */
     int force, ceiling;
     int rc;
-    Model m;                         /* cli_job_open_model's */
+    lingen_model *m;                 /* cli_job_open_model's (NULL before) */
+    lingen_run_options run;          /* the library's options for the work: the defaults from
+                                      * cli_job_open_model on, the command's own (seed, ...) set on them */
     char found[MODELPATH_LEN];       /* the file --model names */
 } CliJob;
 
@@ -35,19 +39,25 @@ typedef struct {
 int cli_job_options(CliJob *j, int probe);
 /* --json FILE: on rank 0, checked before the work (jsonout.h: jsonout_prepare). */
 int cli_job_json(CliJob *j);
-/* --model found and loaded for j->dev (commands.h: cli_open_model); j->model then
- * names the file. */
+/* --model found (else modelpath_find's listing printed) and opened by lingen_open for j->dev and
+ * --precision; j->model then names the file, j->run holds the defaults. */
 int cli_job_open_model(CliJob *j);
-/* --threads applied (commands.h: cli_set_threads). */
+/* --threads applied (commands.h: cli_set_threads); j->threads then holds those asked for. */
 int cli_job_threads(CliJob *j);
-/* Room for batch sequences of T positions of the model at once, plus extra bytes (commands.h:
- * cli_check_memory, the message naming the command). */
-int cli_job_memory(CliJob *j, long batch, int T, size_t extra);
+/* Room for a call of task running batch images at once (keep: complete's kept values) with
+ * j->run, plus the command's extra bytes: the figures lingen_weight_bytes and lingen_run_bytes
+ * give, against the memory available now; refused with a message naming the command and the
+ * largest batch that fits. */
+int cli_job_memory(CliJob *j, lingen_task task, long batch, int keep, size_t extra);
+/* j->run for the call: --batch, --threads, and the progress line p (progress.h; NULL: none). */
+lingen_run_options *cli_job_run(CliJob *j, Progress *p);
 /* A failure that e describes: "lingen: <e>" printed, rc set to EXIT_FAIL. Returns EXIT_FAIL. */
 int cli_job_fail(CliJob *j, const Err *e);
+/* The problem a failed library call names, without the call's name it starts with (lingen.h). */
+const char *cli_job_problem(const lingen_error *err);
 /* Collective (shard.h: shard_agree): rc, the largest of every rank's. */
 int cli_job_agree(CliJob *j);
-/* The model freed. */
+/* The model closed. */
 void cli_job_free(CliJob *j);
 
 /* What a run of sample or eval measured, beside its own figures: `images` done in `seconds` by

@@ -356,20 +356,21 @@ static int find_models(CompareRun *r) {
  * EXIT_FAIL after a message. */
 static int load_models(CompareRun *r) {
     CliJob *j = &r->job;
-    Model sm = {0};
-    int ok = load_noted(&j->m, j->dev, j->model, &r->lin_id) == 0 &&
+    Model lm = {0}, sm = {0};
+    int ok = load_noted(&lm, j->dev, j->model, &r->lin_id) == 0 &&
              load_noted(&sm, j->dev, r->soft_path, &r->soft_id) == 0 &&
-             check_pair(&j->m, j->model, &sm, r->soft_path, r->dataset) == 0;
-    int big = j->m.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
+             check_pair(&lm, j->model, &sm, r->soft_path, r->dataset) == 0;
+    int big = lm.cfg.seq_len > 1000;   /* CIFAR-10: 3072 positions, a 4x longer KV cache */
     if (!r->n) r->n = big ? 4 : 16;
     if (!j->batch) j->batch = big ? 4 : 16;
     if (j->batch > r->n) j->batch = r->n;
     if (!r->limit) r->limit = big ? 20 : 100;
-    ok = ok && cli_load_dataset(&r->ds, &j->m, j->model, j->data, "test", (int)r->limit) == 0 &&
+    CliShape shape = {lm.cfg.dataset, lm.cfg.height, lm.cfg.width, lm.cfg.channels};
+    ok = ok && cli_load_dataset(&r->ds, &shape, j->model, j->data, "test", (int)r->limit) == 0 &&
          check_memory(&sm, r->soft_path, j->batch) == 0;
-    r->lc = j->m.cfg;
+    r->lc = lm.cfg;
     r->sc = sm.cfg;
-    cli_job_free(j);
+    model_free(&lm);
     model_free(&sm);
     return ok ? EXIT_OK : EXIT_FAIL;
 }

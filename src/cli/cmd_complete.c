@@ -8,9 +8,7 @@
 #include "cli_job.h"
 #include "commands.h"
 #include "engine/complete.h"
-#include "engine/device.h"
 #include "io/image.h"
-#include "engine/transformer.h"
 
 /* A run of lingen complete: its options, then what its steps found. */
 typedef struct {
@@ -31,12 +29,12 @@ typedef struct {
  * or a bad PNG. */
 static int load_inputs(Completion *k) {
     const CliJob *j = &k->job;
-    const Config *c = &j->m.cfg;
-    int N = c->seq_len, *idx = NULL, n_idx = 0;
+    CliShape c = cli_shape(j->m);
+    int N = lingen_seq_len(j->m), *idx = NULL, n_idx = 0;
     Err e;
     Dataset ds = {0};
     if (k->index) {
-        if (cli_load_dataset(&ds, &j->m, j->model, j->data, "test", 0)) return EXIT_FAIL;
+        if (cli_load_dataset(&ds, &c, j->model, j->data, "test", 0)) return EXIT_FAIL;
         if (index_list_parse(k->index, ds.n, &idx, &n_idx, &e)) {
             fprintf(stderr, "lingen complete: --index %s: %s\n", k->index, e.msg);
             dataset_free(&ds);
@@ -49,7 +47,7 @@ static int load_inputs(Completion *k) {
     free(idx);
     dataset_free(&ds);
     for (int i = 0; i < k->n_files; i++)
-        if (image_read_png(k->files[i], k->inputs + (size_t)(n_idx + i) * N, c->height, c->width, c->channels, &e)) {
+        if (image_read_png(k->files[i], k->inputs + (size_t)(n_idx + i) * N, c.height, c.width, c.channels, &e)) {
             fprintf(stderr, "lingen: %s\n", e.msg);
             return EXIT_FAIL;
         }
@@ -93,24 +91,24 @@ static int prepare(Completion *k) {
     CliJob *j = &k->job;
     if (!k->index && !k->n_files) k->index = "0-9";
     if (cli_job_open_model(j)) return j->rc;
-    const Config *c = &j->m.cfg;
-    if (!k->rows) k->rows = c->height / 2;
-    if (k->rows >= c->height) {
+    CliShape c = cli_shape(j->m);
+    if (!k->rows) k->rows = c.height / 2;
+    if (k->rows >= c.height) {
         fprintf(stderr, "lingen complete: --rows %ld: must be in 1..%d for the model's %dx%d images\n", k->rows,
-                c->height - 1, c->height, c->width);
+                c.height - 1, c.height, c.width);
         return EXIT_USAGE;
     }
     Err e;
-    if (image_check_outputs(k->out, NULL, 0, 0, c->channels, &e)) return cli_job_fail(j, &e);   /* before the work */
+    if (image_check_outputs(k->out, NULL, 0, 0, c.channels, &e)) return cli_job_fail(j, &e);   /* before the work */
     cli_job_threads(j);
-    int rc = load_inputs(k), N = c->seq_len, cols = (int)k->K + 2;
+    int rc = load_inputs(k), N = lingen_seq_len(j->m), cols = (int)k->K + 2;
     if (rc) return rc;
-    if (image_check_grid(k->out, k->n * cols, c->height, c->width, c->channels, cols, &e)) return cli_job_fail(j, &e);
+    if (image_check_grid(k->out, k->n * cols, c.height, c.width, c.channels, cols, &e)) return cli_job_fail(j, &e);
     int total = k->n * (int)k->K;
-    if (!j->batch) j->batch = device_default_batch(&j->m.cfg, j->dev, RUN_COMPLETE, 1);
-    if (j->batch > total) j->batch = total;
-    k->P = (int)k->rows * c->width * c->channels;
-    if (cli_job_memory(j, j->batch, k->P > 1 ? k->P : 1, (size_t)total * N + (size_t)k->n * cols * N)) return j->rc;
+    j->batch = lingen_batch(j->m, LINGEN_TASK_COMPLETE, total, cli_job_run(j, NULL));   /* at most the completions */
+    k->P = (int)k->rows * c.width * c.channels;
+    if (cli_job_memory(j, LINGEN_TASK_COMPLETE, j->batch, k->P, (size_t)total * N + (size_t)k->n * cols * N))
+        return j->rc;
     k->imgs = try_calloc((size_t)total, N, "images", &e);
     k->tiles = k->imgs ? try_calloc((size_t)k->n * cols, N, "grid", &e) : NULL;
     return k->tiles ? EXIT_OK : cli_job_fail(j, &e);
@@ -120,30 +118,33 @@ static int prepare(Completion *k) {
  * EXIT_FAIL after a message. */
 static int run(Completion *k) {
     CliJob *j = &k->job;
-    const Config *c = &j->m.cfg;
-    int N = c->seq_len, total = k->n * (int)k->K, cols = (int)k->K + 2;
+    CliShape c = cli_shape(j->m);
+    int N = lingen_seq_len(j->m), total = k->n * (int)k->K, cols = (int)k->K + 2;
     Progress prog;
     progress_start_positions(&prog, "completing", total, N - k->P);
-    GenOptions go = {.device = j->dev, .seed = (uint64_t)k->seed, .batch = (int)j->batch, .temperature = k->temperature, .progress = &prog};
+    lingen_run_options *o = cli_job_run(j, &prog);
+    o->seed = (uint64_t)k->seed;
+    o->temperature = k->temperature;
     double t0 = now_seconds();
-    Err e;
-    int done = complete_images(&j->m, k->inputs, k->n, (int)k->K, k->P, &go, k->imgs, &e);
+    lingen_error err;
+    lingen_status st = lingen_complete(j->m, k->inputs, k->n, k->P, (int)k->K, o, k->imgs, NULL, &err);
     double secs = now_seconds() - t0;
     progress_end(&prog);
-    if (done < 0) {
-        fprintf(stderr, "lingen: %s (needs %.1f MB for batch %ld)\n", e.msg, runstate_bytes(c, (int)j->batch, k->P) / 1e6,
-                j->batch);
+    if (st) {
+        size_t need = lingen_run_bytes(j->m, LINGEN_TASK_COMPLETE, (int)j->batch, k->P, o);
+        fprintf(stderr, "lingen: %s (needs %.1f MB for batch %ld)\n", cli_job_problem(&err), need / 1e6, j->batch);
         return EXIT_FAIL;
     }
     complete_tiles(k->inputs, k->imgs, k->n, (int)k->K, N, k->P, k->tiles);
-    if (image_write_grid(k->out, k->tiles, k->n * cols, c->height, c->width, c->channels, cols, &e))
+    Err e;
+    if (image_write_grid(k->out, k->tiles, k->n * cols, c.height, c.width, c.channels, cols, &e))
         return cli_job_fail(j, &e);
     char temp[48] = "";
     if (k->temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", k->temperature);
     fprintf(strcmp(k->out, "-") ? stdout : stderr,   /* -o -: stdout is the PNG */
             "completed %d input%s x %ld sample%s (top %ld of %d rows kept; %s attention, batch %ld%s) in %.2f s: "
-            "%.3f images/s -> %s\n", k->n, k->n == 1 ? "" : "s", k->K, k->K == 1 ? "" : "s", k->rows, c->height,
-            c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", j->batch, temp, secs, total / secs, k->out);
+            "%.3f images/s -> %s\n", k->n, k->n == 1 ? "" : "s", k->K, k->K == 1 ? "" : "s", k->rows, c.height,
+            cli_linear(j->m) ? "linear/RNN" : "softmax/KV-cache", j->batch, temp, secs, total / secs, k->out);
     return EXIT_OK;
 }
 

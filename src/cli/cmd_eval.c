@@ -7,9 +7,9 @@
 #include "engine/ceiling.h"
 #include "cli_job.h"
 #include "commands.h"
-#include "engine/device.h"
 #include "io/dataset.h"
 #include "engine/evaluate.h"
+#include "lib/engine_model.h"
 #include "engine/paper.h"
 #include "engine/shard.h"
 #include "engine/transformer.h"
@@ -78,47 +78,47 @@ static int check_options(Evaluation *v) {
 static int prepare(Evaluation *v) {
     CliJob *j = &v->job;
     cli_job_json(j);
-    cli_job_open_model(j);
-    const Config *c = &j->m.cfg;
-    int T = v->rnn ? 1 : c->seq_len;   /* positions a pass holds */
+    if (cli_job_open_model(j)) return cli_job_agree(j);
+    j->run.step_form = v->rnn;
     cli_job_threads(j);
-    if (!j->batch) j->batch = device_default_batch(c, j->dev, RUN_BITS_PER_DIM, T);
-    if (!j->rc && cli_load_dataset(&v->ds, &j->m, j->model, j->data, v->split, (int)v->limit)) j->rc = EXIT_FAIL;
-    if (j->batch > v->ds.n) j->batch = v->ds.n;
+    CliShape c = cli_shape(j->m);
+    if (cli_load_dataset(&v->ds, &c, j->model, j->data, v->split, (int)v->limit)) j->rc = EXIT_FAIL;
+    j->batch = lingen_batch(j->m, LINGEN_TASK_BITS_PER_DIM, v->ds.n, cli_job_run(j, NULL));   /* at most the images */
     shard_range(v->ds.n, shard_rank(), shard_size(), &v->first, &v->count);
-    cli_job_memory(j, j->batch < v->count ? j->batch : v->count, T, (size_t)v->ds.n * c->seq_len);
+    cli_job_memory(j, LINGEN_TASK_BITS_PER_DIM, j->batch < v->count ? j->batch : v->count, 0,
+                   (size_t)v->ds.n * lingen_seq_len(j->m));
     return cli_job_agree(j);
 }
 
 /* The figures' lines (stdout). */
 static void print_figures(const Evaluation *v, const Figures *f) {
-    const Config *c = &v->job.m.cfg;
-    const char *attn = c->attention == ATTN_LINEAR ? "linear" : "softmax";
+    const lingen_model *m = v->job.m;
+    const char *attn = lingen_attention(m), *dataset = lingen_dataset(m);
+    int N = lingen_seq_len(m);
     if (v->ds.n > 1) {
         printf("bits/dim     %.5f +- %.5f (standard error over %d %s images, all %d dims)\n", f->mean, f->se, v->ds.n,
-               v->split, c->seq_len);
+               v->split, N);
         printf("paper conv.  %.5f +- %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
-               f->mean_given, f->se_given, c->seq_len - 1);
+               f->mean_given, f->se_given, N - 1);
     } else {   /* one image has no spread to measure */
-        printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", f->mean, v->split,
-               c->seq_len);
+        printf("bits/dim     %.5f (1 %s image, all %d dims; the standard error needs two or more)\n", f->mean, v->split, N);
         printf("paper conv.  %.5f (first sub-pixel given: the mean over the other %d, as the paper counts)\n",
-               f->mean_given, c->seq_len - 1);
+               f->mean_given, N - 1);
     }
     char *file = text_escape(v->job.model);   /* the file's name and text: no terminal escapes */
-    printf("model        %s (%s attention, %s)\n", file, attn, c->dataset);
+    printf("model        %s (%s attention, %s)\n", file, attn, dataset);
     free(file);
     char *card = f->card ? text_escape(f->card) : NULL;
     if (card) printf("model card   %s (full test set, PyTorch evaluation at export)\n", card);
     free(card);
     if (f->paper)
         printf("paper        %.3g (Katharopoulos et al. 2020: %s attention on %s, first sub-pixel given)\n", f->paper,
-               attn, c->dataset);
+               attn, dataset);
 }
 
 /* --json: what the lines print. */
 static cJSON *eval_json(const Evaluation *v, const Figures *f, double secs) {
-    const Config *c = &v->job.m.cfg;
+    const lingen_model *m = v->job.m;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "bits_per_dim", f->mean);
     cJSON_AddNumberToObject(o, "bits_per_dim_stderr", f->se);
@@ -126,10 +126,10 @@ static cJSON *eval_json(const Evaluation *v, const Figures *f, double secs) {
     cJSON_AddNumberToObject(o, "bits_per_dim_first_given_stderr", f->se_given);
     cJSON_AddNumberToObject(o, "images", v->ds.n);
     cJSON_AddStringToObject(o, "split", v->split);
-    cJSON_AddNumberToObject(o, "dims", c->seq_len);
+    cJSON_AddNumberToObject(o, "dims", lingen_seq_len(m));
     cJSON_AddStringToObject(o, "model", v->job.model);
-    cJSON_AddStringToObject(o, "attention", c->attention == ATTN_LINEAR ? "linear" : "softmax");
-    cJSON_AddStringToObject(o, "dataset", c->dataset);
+    cJSON_AddStringToObject(o, "attention", lingen_attention(m));
+    cJSON_AddStringToObject(o, "dataset", lingen_dataset(m));
     if (f->card) cJSON_AddNumberToObject(o, "model_card_bits_per_dim", atof(f->card));
     if (f->paper) cJSON_AddNumberToObject(o, "paper_bits_per_dim", f->paper);
     cJSON_AddNumberToObject(o, "images_per_s", v->ds.n / secs);
@@ -143,11 +143,11 @@ static cJSON *eval_json(const Evaluation *v, const Figures *f, double secs) {
  * --json. Returns 0, or EXIT_FAIL for a JSON not written. */
 static int report(const Evaluation *v, double secs) {
     const CliJob *j = &v->job;
-    const Config *c = &j->m.cfg;
-    Figures f = {.card = model_meta(&j->m, "test_bits_per_dim")};
+    const Config *c = &lib_engine_model(j->m)->cfg;   /* --ceiling's figures */
+    Figures f = {.card = lingen_meta(j->m, "test_bits_per_dim")};
     mean_and_stderr(v->per, v->ds.n, &f.mean, &f.se);
     mean_and_stderr(v->given, v->ds.n, &f.mean_given, &f.se_given);
-    const PaperFigure *pf = paper_figure(c->dataset, c->attention);
+    const PaperFigure *pf = paper_figure(lingen_dataset(j->m), cli_linear(j->m) ? ATTN_LINEAR : ATTN_SOFTMAX);
     f.paper = pf ? pf->bits_per_dim : 0;
     print_figures(v, &f);
     char ranks[32];
@@ -164,18 +164,19 @@ static int report(const Evaluation *v, double secs) {
 /* Each rank's share of the images evaluated, their figures gathered on rank 0, and the report. */
 static int run(Evaluation *v) {
     CliJob *j = &v->job;
-    const Config *c = &j->m.cfg;
-    Err e;
     v->per = xcalloc(v->ds.n, sizeof(double));
     v->given = xcalloc(v->ds.n, sizeof(double));
     Progress prog;
     progress_start(&prog, "images", v->ds.n);
     progress_share(&prog, (double)v->count / v->ds.n, shard_rank() == 0);
     double t0 = now_seconds();
-    int failed = evaluate_bits_per_dim(&j->m, j->dev, v->ds.images + v->first * c->seq_len, (int)v->count, (int)j->batch,
-                                       v->rnn, v->per + v->first, v->given + v->first, &prog, &e);
+    lingen_error err;
+    if (lingen_bits_per_dim(j->m, v->ds.images + v->first * lingen_seq_len(j->m), (int)v->count, v->per + v->first,
+                            v->given + v->first, cli_job_run(j, &prog), &err)) {
+        fprintf(stderr, "lingen: %s\n", cli_job_problem(&err));
+        j->rc = EXIT_FAIL;
+    }
     progress_end(&prog);
-    if (failed) cli_job_fail(j, &e);
     if (cli_job_agree(j)) return j->rc;
     shard_gather(v->per + v->first, v->count, sizeof(double));   /* rank 0: every image's figures, in order */
     shard_gather(v->given + v->first, v->count, sizeof(double));

@@ -1,4 +1,6 @@
-/* lingen info: a model's configuration, size, and the per-image memory of its attention. */
+/* lingen info: a model's configuration, size, and the per-image memory of its attention. The
+ * model is opened by liblingen; the lines describe its engine's model (lib/engine_model.h): how
+ * the weights are held, the memory either attention would take. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +9,7 @@
 #include "args.h"
 #include "cli_job.h"
 #include "commands.h"
+#include "lib/engine_model.h"
 #include "engine/transformer.h"
 
 /* --json: every figure the text prints, and all of the file's metadata. */
@@ -101,10 +104,11 @@ int cmd_info(int argc, char **argv) {
                         NULL, 0, NULL);
     if (rc) return rc < 0 ? EXIT_OK : rc;
     if (cli_job_options(&j, 0) || cli_job_json(&j) || cli_job_open_model(&j)) return j.rc;
+    const Model *m = lib_engine_model(j.m);
     size_t st, kv;
-    print_config(&j.m, j.model);
-    print_memory(&j.m, &st, &kv);
-    if (j.json) rc = cli_report_json(info_json(&j.m, j.model, st, kv), NULL, j.json);
+    print_config(m, j.model);
+    print_memory(m, &st, &kv);
+    if (j.json) rc = cli_report_json(info_json(m, j.model, st, kv), NULL, j.json);
     cli_job_free(&j);
     return rc;
 }

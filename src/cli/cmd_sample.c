@@ -9,10 +9,9 @@
 #include "engine/ceiling.h"
 #include "cli_job.h"
 #include "commands.h"
+#include "lib/engine_model.h"
 #include "io/modelpath.h"
 #include "io/output.h"
-#include "engine/device.h"
-#include "engine/generate.h"
 #include "io/image.h"
 #include "engine/shard.h"
 #include "stop.h"
@@ -37,7 +36,7 @@ typedef struct {
  * tiles (image first on) in outdir: each rank writes its files to temporary names, and only when
  * every rank has done so are they all renamed into place (an MPI job: shard.h; one process is
  * rank 0 of 1). */
-static int write_images(const Config *c, const unsigned char *imgs, long total, long done, long first,
+static int write_images(const CliShape *c, const unsigned char *imgs, long total, long done, long first,
                         const char *grid, const char *outdir, const Animation *anim) {
     OutputGroup g = {0};
     Err e;
@@ -91,13 +90,6 @@ static int check_outputs_distinct(const char *out, const char *outdir, const cha
     return 0;
 }
 
-/* The kernel of the layers' products in a run of this batch (plan.h); the GPU's keep float32's
- * accuracy. */
-static Kernel products(const Model *m, long batch, Device d) {
-    if (d == DEVICE_CUDA) return KERNEL_F32;
-    return transformer_step_products(m, (int)batch);
-}
-
 /* --animate's options, before the model is read: its name, the delay a GIF can hold (hundredths
  * of a second), at most one output on standard output. Returns 0, or EXIT_USAGE after a message. */
 static int check_animation(Animation *a, const char *out, const char *json) {
@@ -124,13 +116,14 @@ static int check_animation(Animation *a, const char *out, const char *json) {
 /* Before the work: can the animation of n images be written, and is its size bounded by
  * ANIM_LIMIT_BYTES? (sets the default frame spacing). Returns 0, EXIT_FAIL (an unwritable path) or EXIT_USAGE (too
  * large: a usage error), after a message. */
-static int check_animation_size(Animation *a, const Config *c, long n) {
-    if (!a->every) a->every = anim_default_every(c->seq_len);
-    double bytes = anim_max_bytes((int)n, c->height, c->width, c->channels, (int)a->every);
+static int check_animation_size(Animation *a, const lingen_model *m, long n) {
+    int N = lingen_seq_len(m);
+    if (!a->every) a->every = anim_default_every(N);
+    double bytes = anim_max_bytes((int)n, lingen_height(m), lingen_width(m), lingen_channels(m), (int)a->every);
     if (bytes > ANIM_LIMIT_BYTES) {
         fprintf(stderr, "lingen sample: --animate %s: %ld frames of %ld images could take %.0f MB, over the "
                         "limit of %.0f MB; give a larger --frame-every or a smaller -n\n", a->path,
-                anim_frames(c->seq_len, (int)a->every), n, bytes / 1e6, ANIM_LIMIT_BYTES / 1e6);
+                anim_frames(N, (int)a->every), n, bytes / 1e6, ANIM_LIMIT_BYTES / 1e6);
         return EXIT_USAGE;
     }
     Err e;
@@ -141,28 +134,30 @@ static int check_animation_size(Animation *a, const Config *c, long n) {
     return 0;
 }
 
-/* The products' arithmetic, as --json names it and as the closing line does ("" for float32). */
-static const char *arithmetic(Kernel k) {
-    return k == KERNEL_INT8 ? "int8" : k == KERNEL_BF16 || k == KERNEL_AMX_BF16 ? "bfloat16" : "float32";
+/* The products' arithmetic of a kernel (lingen_kernel's name), as --json names it and as the
+ * closing line does ("" for float32). */
+static const char *arithmetic(const char *kernel) {
+    if (!strcmp(kernel, "int8")) return "int8";
+    return !strcmp(kernel, "bfloat16") || !strcmp(kernel, "AMX-BF16") ? "bfloat16" : "float32";
 }
-static const char *arithmetic_note(Kernel k) {
-    return k == KERNEL_INT8       ? ", 8-bit weights"
-           : k == KERNEL_AMX_BF16 ? ", bfloat16 products on AMX tiles"
-           : k == KERNEL_BF16     ? ", bfloat16 products"
-                                  : "";
+static const char *arithmetic_note(const char *kernel) {
+    return !strcmp(kernel, "int8")       ? ", 8-bit weights"
+           : !strcmp(kernel, "AMX-BF16") ? ", bfloat16 products on AMX tiles"
+           : !strcmp(kernel, "bfloat16") ? ", bfloat16 products"
+                                         : "";
 }
 
 /* --json: what the closing line (and --ceiling's) prints. */
 static cJSON *sample_json(const Sampling *s, const char *arith, long done, double secs) {
-    const Config *c = &s->job.m.cfg;
+    const lingen_model *m = s->job.m;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", s->job.model);
-    cJSON_AddStringToObject(o, "dataset", c->dataset);
-    cJSON_AddStringToObject(o, "attention", c->attention == ATTN_LINEAR ? "linear" : "softmax");
-    cJSON_AddStringToObject(o, "mode", c->attention == ATTN_LINEAR ? "RNN" : "KV cache");
-    cJSON_AddNumberToObject(o, "height", c->height);
-    cJSON_AddNumberToObject(o, "width", c->width);
-    cJSON_AddNumberToObject(o, "channels", c->channels);
+    cJSON_AddStringToObject(o, "dataset", lingen_dataset(m));
+    cJSON_AddStringToObject(o, "attention", lingen_attention(m));
+    cJSON_AddStringToObject(o, "mode", cli_linear(m) ? "RNN" : "KV cache");
+    cJSON_AddNumberToObject(o, "height", lingen_height(m));
+    cJSON_AddNumberToObject(o, "width", lingen_width(m));
+    cJSON_AddNumberToObject(o, "channels", lingen_channels(m));
     cJSON_AddNumberToObject(o, "images", done);
     cJSON_AddNumberToObject(o, "batch", s->job.batch);
     cJSON_AddStringToObject(o, "products", arith);
@@ -173,7 +168,7 @@ static cJSON *sample_json(const Sampling *s, const char *arith, long done, doubl
     if (s->outdir) cJSON_AddStringToObject(o, "outdir", s->outdir);
     if (s->anim.path) {
         cJSON_AddStringToObject(o, "animation", s->anim.path);
-        cJSON_AddNumberToObject(o, "frames", anim_frames(c->seq_len, (int)s->anim.every));
+        cJSON_AddNumberToObject(o, "frames", anim_frames(lingen_seq_len(m), (int)s->anim.every));
         cJSON_AddNumberToObject(o, "frame_every", s->anim.every);
         cJSON_AddNumberToObject(o, "frame_delay_ms", s->anim.delay_ms);
     }
@@ -233,19 +228,19 @@ static int prepare(Sampling *s) {
     int rank = shard_rank();
     cli_job_json(j);
     shard_range(s->n, rank, shard_size(), &s->first, &s->count);
-    cli_job_open_model(j);
-    const Config *c = &j->m.cfg;
-    if (!j->batch) j->batch = j->rc ? 1 : device_default_batch(c, j->dev, RUN_SAMPLE, 1);
-    if (j->batch > s->n) j->batch = s->n;   /* generate() never runs more at once */
+    if (cli_job_open_model(j)) return cli_job_agree(j);
+    CliShape c = cli_shape(j->m);
+    size_t N = (size_t)lingen_seq_len(j->m);
+    j->batch = lingen_batch(j->m, LINGEN_TASK_SAMPLE, (int)s->n, cli_job_run(j, NULL));   /* at most n */
     Err e;
-    if (!j->rc && (image_check_outputs(rank == 0 ? s->out : NULL, s->outdir, s->first, s->count, c->channels, &e) ||
-                   (rank == 0 && image_check_grid(s->out, (int)s->n, c->height, c->width, c->channels, 0, &e))))
+    if (image_check_outputs(rank == 0 ? s->out : NULL, s->outdir, s->first, s->count, c.channels, &e) ||
+        (rank == 0 && image_check_grid(s->out, (int)s->n, c.height, c.width, c.channels, 0, &e)))
         cli_job_fail(j, &e);   /* before the work, not after */
-    if (!j->rc && s->anim.path && rank == 0) j->rc = check_animation_size(&s->anim, c, s->n);
+    if (!j->rc && s->anim.path && rank == 0) j->rc = check_animation_size(&s->anim, j->m, s->n);
     cli_job_threads(j);
     long held = rank == 0 ? s->n : s->count, rank_batch = j->batch < s->count ? j->batch : s->count;
-    cli_job_memory(j, rank_batch, 1, (size_t)held * c->seq_len);
-    if (!j->rc && !(s->imgs = try_calloc(held > 0 ? held : 1, c->seq_len, "images", &e))) cli_job_fail(j, &e);
+    cli_job_memory(j, LINGEN_TASK_SAMPLE, rank_batch, 0, (size_t)held * N);
+    if (!j->rc && !(s->imgs = try_calloc(held > 0 ? held : 1, N, "images", &e))) cli_job_fail(j, &e);
     return cli_job_agree(j);
 }
 
@@ -253,50 +248,53 @@ static int prepare(Sampling *s) {
  * --json, for the total images done in secs. Returns 0, or EXIT_FAIL for a JSON not written. */
 static int report(const Sampling *s, long total, double secs) {
     const CliJob *j = &s->job;
-    const Config *c = &j->m.cfg;
+    const Config *c = &lib_engine_model(j->m)->cfg;   /* --ceiling's figures */
     char temp[48] = "", ranks[32], animated[4200] = "";
-    Kernel kern = products(&j->m, j->batch, j->dev);
+    const char *kernel = lingen_kernel(j->m, LINGEN_TASK_SAMPLE, (int)s->n, &j->run);
     if (s->temperature != 1) snprintf(temp, sizeof temp, ", temperature %g", s->temperature);
     /* -o - or --animate -: stdout is the image */
     FILE *info = strcmp(s->out, "-") && !(s->anim.path && !strcmp(s->anim.path, "-")) ? stdout : stderr;
     if (s->anim.path)
-        snprintf(animated, sizeof animated, "; %ld frames -> %s", anim_frames(c->seq_len, (int)s->anim.every),
+        snprintf(animated, sizeof animated, "; %ld frames -> %s", anim_frames(lingen_seq_len(j->m), (int)s->anim.every),
                  s->anim.path);
     fprintf(info, "sampled %ld image%s (%dx%dx%d, %s attention, batch %ld%s%s%s) in %.2f s: %.3f images/s -> %s%s\n",
-            total, total == 1 ? "" : "s", c->height, c->width, c->channels,
-            c->attention == ATTN_LINEAR ? "linear/RNN" : "softmax/KV-cache", j->batch, arithmetic_note(kern), temp,
+            total, total == 1 ? "" : "s", lingen_height(j->m), lingen_width(j->m), lingen_channels(j->m),
+            cli_linear(j->m) ? "linear/RNN" : "softmax/KV-cache", j->batch, arithmetic_note(kernel), temp,
             cli_ranks_text(ranks, sizeof ranks), secs, total / secs, s->out, animated);
     CliReport r = {.images = total, .seconds = secs, .flops = transformer_flops_per_image(c), .ceiling = j->ceiling};
     cli_report_ceiling(&r, "ceiling: ", CEILING_STEPS, ceiling_state_traffic(c, j->batch));
-    return j->json ? cli_report_json(sample_json(s, arithmetic(kern), total, secs), &r, j->json) : EXIT_OK;
+    return j->json ? cli_report_json(sample_json(s, arithmetic(kernel), total, secs), &r, j->json) : EXIT_OK;
 }
 
 /* The images generated (a signal stops them early), gathered on rank 0 and written, and the
  * report. Returns the exit code: 128 + the signal's number where one stopped the job. */
 static int run(Sampling *s) {
     CliJob *j = &s->job;
-    const Config *c = &j->m.cfg;
-    int rank = shard_rank();
+    int rank = shard_rank(), N = lingen_seq_len(j->m), done = 0;
     stop_on_signals();
     Progress prog;
-    progress_start_positions(&prog, "sampling", s->n, c->seq_len);
+    progress_start_positions(&prog, "sampling", s->n, N);
     progress_share(&prog, (double)s->count / s->n, rank == 0);
-    GenOptions go = {.device = j->dev, .seed = (uint64_t)s->seed, .first = s->first, .batch = (int)j->batch,
-                     .temperature = s->temperature, .stop = &stop_signal, .progress = &prog};
+    lingen_run_options *o = cli_job_run(j, &prog);
+    o->seed = (uint64_t)s->seed;
+    o->first = s->first;
+    o->temperature = s->temperature;
+    o->stop = &stop_signal;
     double t0 = now_seconds();
-    Err e;
-    int done = generate(&j->m, s->imgs, (int)s->count, &go, &e);
+    lingen_error err;
+    lingen_status st = lingen_sample(j->m, (int)s->count, o, s->imgs, &done, &err);
     progress_end(&prog);
-    if (done < 0) {
-        size_t need = runstate_bytes(c, (int)j->batch, 1);
-        fprintf(stderr, "lingen: %s (needs %.1f MB for batch %ld)\n", e.msg, need / 1e6, j->batch);
+    if (st && st != LINGEN_STOPPED) {
+        size_t need = lingen_run_bytes(j->m, LINGEN_TASK_SAMPLE, (int)j->batch, 0, o);
+        fprintf(stderr, "lingen: %s (needs %.1f MB for batch %ld)\n", cli_job_problem(&err), need / 1e6, j->batch);
         j->rc = EXIT_FAIL;
     }
     if (cli_job_agree(j)) return j->rc;
     int stopped = shard_max(stop_signal);   /* a signal to any rank stops the job */
-    long total = shard_gather(s->imgs, done, c->seq_len);   /* on rank 0: every rank's finished images */
-    double secs = now_seconds() - t0;                       /* so far as the slowest rank */
-    int written = write_images(c, s->imgs, total, done, s->first, s->out, s->outdir, &s->anim) == 0;
+    long total = shard_gather(s->imgs, done, N);   /* on rank 0: every rank's finished images */
+    double secs = now_seconds() - t0;              /* so far as the slowest rank */
+    CliShape c = cli_shape(j->m);
+    int written = write_images(&c, s->imgs, total, done, s->first, s->out, s->outdir, &s->anim) == 0;
     if (stopped) {
         if (written && total > 0 && rank == 0)
             fprintf(stderr, "lingen: interrupted: wrote the %ld finished image%s to %s\n", total, total == 1 ? "" : "s",

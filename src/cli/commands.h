@@ -1,6 +1,7 @@
 /* The subcommands (one file each) and what they share. */
 #ifndef LINGEN_COMMANDS_H
 #define LINGEN_COMMANDS_H
+#include "lingen.h"
 #include "io/dataset.h"
 #include "engine/dmol.h"
 #include "engine/engine.h"
@@ -26,20 +27,24 @@ int cli_check_distinct(const char *cmd, const char *opt_a, const char *a, const 
 int cli_check_ceiling(const char *cmd, int ceiling);
 /* Load a model or print "lingen: <file>: <problem>"; returns 0 on success. */
 int cli_load_model(Model *m, Device d, const char *path);
-/* --model NAME (NULL: mnist) resolved into found (modelpath.h; MODELPATH_LEN bytes), *name then
- * pointing at it, and loaded; prints the problem and returns -1 on failure. */
-int cli_open_model(Model *m, Device d, const char **name, char *found);
+/* The images a model takes: its dataset ("mnist", "cifar10") and their shape. */
+typedef struct { const char *dataset; int height, width, channels; } CliShape;
+/* ... an open model's (lingen.h). */
+CliShape cli_shape(const lingen_model *m);
+/* Whether an open model's attention is linear (sampled as an RNN), else softmax (a KV cache). */
+int cli_linear(const lingen_model *m);
 /* A split ("test" | "train") of the model's dataset from --data, $LINGEN_DATA or ./data, checked
- * against the model's image shape (limit > 0: the first limit images). Prints "lingen: <problem>"
+ * against the model's image shape c (limit > 0: the first limit images). Prints "lingen: <problem>"
  * and returns -1 on failure. */
-int cli_load_dataset(Dataset *ds, const Model *m, const char *model_path, const char *data, const char *split,
+int cli_load_dataset(Dataset *ds, const CliShape *c, const char *model_path, const char *data, const char *split,
                      int limit);
 /* Refuse, with a message naming the largest batch that fits, a run of `batch` sequences of T
  * positions at once (plus `extra` bytes) that the memory available now cannot hold. */
 int cli_check_memory(const Model *m, const char *what, long batch, int T, size_t extra);
 /* Threads for the computation (0: every core this process may run on; for a rank of an MPI job
- * that shares its node with others, its part of them: cli.c). */
-void cli_set_threads(long threads);
+ * that shares its node with others, its part of them: cli.c). Returns the threads asked for, those
+ * a library call takes (lingen_run_options' threads; 0: every core). */
+long cli_set_threads(long threads);
 /* Before anything else: no idle OpenBLAS threads beside lingen's (cli.c). */
 void cli_stop_blas_threads(void);
 
@@ -82,4 +87,7 @@ int cli_check_temperature(const char *cmd, double T, const char *device);
 /* --precision WORD of command cmd (NULL: not given): from now on the plan's precision
  * (plan.h), before the model is loaded. 0, or EXIT_USAGE after a message. */
 int cli_precision(const char *cmd, const char *word);
+/* The same word (checked by cli_precision) as lingen_open's: not given, the library's default
+ * (the environment's choice); given, that precision, auto the fastest whatever the environment. */
+lingen_precision cli_lib_precision(const char *word);
 #endif

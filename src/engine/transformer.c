@@ -163,10 +163,13 @@ Kernel transformer_step_kernel(const Model *m, Packed w, int B) {
     return kernel(m, w, &s, 1);
 }
 
-Kernel transformer_step_products(const Model *m, int B) {
+Kernel transformer_products(const Model *m, int B, int T, int exact) {
     if (m->cfg.n_layers == 0) return KERNEL_F32;
-    return transformer_step_kernel(m, m->layers[0].qkv_w, B);
+    RunState s = {.B = B, .exact = exact};
+    return kernel(m, m->layers[0].qkv_w, &s, T);
 }
+
+Kernel transformer_step_products(const Model *m, int B) { return transformer_products(m, B, 1, 0); }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int r16) {
     const Config *c = &m->cfg;

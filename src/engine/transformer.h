@@ -39,6 +39,8 @@ size_t runstate_bytes(const Config *c, int B, int T); /* what runstate_init allo
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T);
 /* The kernel a step of a run of batch B takes the layers' products on (plan.h). */
 Kernel transformer_step_products(const Model *m, int B);
+/* The same for a call of T positions of B sequences, exact (every product float32) or not. */
+Kernel transformer_products(const Model *m, int B, int T, int exact);
 /* The kernel a step of a run of batch B takes the product of weight w on. */
 Kernel transformer_step_kernel(const Model *m, Packed w, int B);
 /* The inputs of positions t0 .. t0+T-1 for image x [N]: position t sees x[t-1], BOS at 0. */

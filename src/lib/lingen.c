@@ -1,8 +1,10 @@
 /* liblingen (include/lingen.h): the public API over the engine layer (generate.h, evaluate.h,
- * complete.h). What is the process's, not a model's: the worker threads (threads.h), hence the
- * lock every computing call takes; and OpenBLAS's thread count, set to 1 for a call and put
- * back. The defaults (batch, threads, the memory check) are the `lingen` command's. */
+ * complete.h), which the `lingen` command's sample, eval, complete and info run on too. What is
+ * the process's, not a model's: the worker threads (threads.h), hence the lock every computing
+ * call takes; and OpenBLAS's thread count, set to 1 for a call and put back. The defaults (batch,
+ * threads, the memory check) are the command's. */
 #include "lingen.h"
+#include "engine_model.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -111,7 +113,7 @@ static lingen_status check_device(Device d, lingen_error *err) {
 /* The file at path loaded for the device: on the CPU with the precision's plan; on a GPU with
  * its weights in the file's layout (what the GPU engine takes), float32 only. */
 static int load_for(Model *m, const char *path, Device d, lingen_precision precision, Err *e) {
-    static const Precision precisions[] = {PRECISION_AUTO, PRECISION_F32, PRECISION_BF16, PRECISION_INT8};
+    static const Precision precisions[] = {PRECISION_AUTO, PRECISION_F32, PRECISION_BF16, PRECISION_INT8, PRECISION_AUTO};
     if (d == DEVICE_CUDA) {
         Plan f32 = plan_make((Caps){0, 0, 0}, PRECISION_F32);
         return model_load_with(m, path, &f32, MODEL_FILE_WEIGHTS, e);
@@ -130,7 +132,7 @@ lingen_status lingen_open(const char *name_or_path, const lingen_open_options *o
     if (options) o = *options;
     if (o.device != LINGEN_DEVICE_CPU && o.device != LINGEN_DEVICE_CUDA)
         return fail(err, LINGEN_ERR_ARGUMENT, "device %d: must be LINGEN_DEVICE_CPU or LINGEN_DEVICE_CUDA", (int)o.device);
-    if ((unsigned)o.precision > LINGEN_PRECISION_INT8)
+    if ((unsigned)o.precision > LINGEN_PRECISION_FASTEST)
         return fail(err, LINGEN_ERR_ARGUMENT, "precision %d: must be a lingen_precision", (int)o.precision);
     if (o.threads < 0 || o.threads > MAX_THREADS_ASKED)
         return fail(err, LINGEN_ERR_ARGUMENT, "threads %d: must be in 0..%d (0: every core)", o.threads, MAX_THREADS_ASKED);
@@ -146,10 +148,8 @@ lingen_status lingen_open(const char *name_or_path, const lingen_open_options *o
     } else if ((s = check_device(d, err))) {
     } else if (modelpath_lookup(name_or_path, md->path, sizeof md->path, &e)) {
         s = fail(err, LINGEN_ERR_NOT_FOUND, "%s", e.msg);
-    } else if (stat(md->path, &st) && errno == ENOENT) {
-        s = fail(err, LINGEN_ERR_NOT_FOUND, "%s: no such file", md->path);
-    } else if (load_for(&md->m, md->path, d, o.precision, &e)) {
-        s = fail(err, LINGEN_ERR_MODEL, "%s", e.msg);
+    } else if (load_for(&md->m, md->path, d, o.precision, &e)) {   /* the loader's message, as the command's */
+        s = fail(err, stat(md->path, &st) && errno == ENOENT ? LINGEN_ERR_NOT_FOUND : LINGEN_ERR_MODEL, "%s", e.msg);
     }
     call_end(blas);
     if (s) {
@@ -195,6 +195,8 @@ const char *lingen_meta_value(const lingen_model *model, int i) {
 }
 const char *lingen_meta(const lingen_model *model, const char *key) { return key ? model_meta(&model->m, key) : NULL; }
 
+const Model *lib_engine_model(const lingen_model *model) { return &model->m; }
+
 /* A call's options checked: NULL is the defaults. what names the call in messages. */
 static lingen_status check_options(const lingen_run_options *in, lingen_run_options *o, const char *what,
                                    lingen_error *err) {
@@ -230,16 +232,38 @@ static lingen_status check_run(const lingen_model *model, long n, const void *bu
     return LINGEN_OK;
 }
 
+/* The positions one forward of a call takes: every one in bits/dim's parallel form (1 in its step
+ * form), the kept ones in completion's prefill, else 1 (a step). */
+static int forward_positions(const lingen_model *model, lingen_task task, int keep, const lingen_run_options *o) {
+    if (task == LINGEN_TASK_BITS_PER_DIM) return o && o->step_form ? 1 : model->m.cfg.seq_len;
+    return task == LINGEN_TASK_COMPLETE && keep > 1 ? keep : 1;
+}
+
 int lingen_batch(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options) {
     if (!model) return 0;
     static const RunKind kinds[] = {[LINGEN_TASK_SAMPLE] = RUN_SAMPLE, [LINGEN_TASK_BITS_PER_DIM] = RUN_BITS_PER_DIM,
                                     [LINGEN_TASK_COMPLETE] = RUN_COMPLETE};
-    const Config *c = &model->m.cfg;
-    int T = options && options->step_form ? 1 : c->seq_len;
     RunKind kind = task >= 0 && task <= LINGEN_TASK_COMPLETE ? kinds[task] : RUN_SAMPLE;
-    long batch = options && options->batch > 0 ? options->batch : device_default_batch(c, model->device, kind, T);
+    long batch = options && options->batch > 0 ? options->batch
+                 : device_default_batch(&model->m.cfg, model->device, kind, forward_positions(model, task, 0, options));
     if (batch > n) batch = n;
     return batch > 1 ? (int)batch : 1;
+}
+
+const char *lingen_kernel(const lingen_model *model, lingen_task task, int n, const lingen_run_options *options) {
+    if (!model) return NULL;
+    if (model->device == DEVICE_CUDA) return plan_kernel_name(KERNEL_F32);
+    /* bits/dim is exact: float32 products, whatever the precision */
+    int bpd = task == LINGEN_TASK_BITS_PER_DIM, T = bpd ? forward_positions(model, task, 0, options) : 1;
+    return plan_kernel_name(transformer_products(&model->m, lingen_batch(model, task, n, options), T, bpd));
+}
+
+size_t lingen_weight_bytes(const lingen_model *model) { return model ? model->m.arena_floats * sizeof(float) : 0; }
+
+size_t lingen_run_bytes(const lingen_model *model, lingen_task task, int batch, int keep,
+                        const lingen_run_options *options) {
+    if (!model || batch < 0) return 0;
+    return runstate_bytes(&model->m.cfg, batch, forward_positions(model, task, keep, options));
 }
 
 /* A generation (sample, complete) of `total` images on the engine, after the memory check:
@@ -257,10 +281,11 @@ static lingen_status run_generation(const Generation *g, const lingen_run_option
     const Config *c = &m->cfg;
     int total = g->inputs ? g->n * g->samples : g->n, N = c->seq_len, P = g->keep;
     if (total == 0) return ok(err);
-    int batch = lingen_batch(g->model, g->inputs ? LINGEN_TASK_COMPLETE : LINGEN_TASK_SAMPLE, total, o);
+    lingen_task task = g->inputs ? LINGEN_TASK_COMPLETE : LINGEN_TASK_SAMPLE;
+    int batch = lingen_batch(g->model, task, total, o);
     Err e;
     size_t prefixes = g->inputs ? (size_t)total * N : 0;   /* complete_images' copy of the inputs */
-    if (engine_check_memory(m, what, batch, P > 1 ? P : 1, prefixes, &e))
+    if (engine_check_memory(m, what, batch, forward_positions(g->model, task, P, o), prefixes, &e))
         return fail(err, LINGEN_ERR_MEMORY, "%s", e.msg);
     Progress prog;
     progress_start_positions(&prog, what, total, N - P);
@@ -324,8 +349,7 @@ lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, in
         return s;
     if (n == 0) return ok(err);
     const Model *m = &model->m;
-    const Config *c = &m->cfg;
-    int T = o.step_form ? 1 : c->seq_len;
+    int T = forward_positions(model, LINGEN_TASK_BITS_PER_DIM, 0, &o);
     int batch = lingen_batch(model, LINGEN_TASK_BITS_PER_DIM, n, &o);
     int blas = 1;
     if ((s = call_begin(&blas, err))) return s;

@@ -178,6 +178,10 @@ static void test_info(lingen_model *m) {
           lingen_height(m), lingen_width(m), lingen_channels(m), lingen_layers(m), lingen_attention(m));
     check(lingen_meta(m, "no such key") == NULL && lingen_meta_key(m, -1) == NULL && lingen_meta_key(m, lingen_meta_count(m)) == NULL,
           "info: an absent key or index is NULL", "");
+    if (device == LINGEN_DEVICE_CPU)   /* the command's info reads the model for the CPU */
+        check(json_number(o, "weight_bytes_held") == (double)lingen_weight_bytes(m) && lingen_weight_bytes(NULL) == 0,
+              "info: lingen_weight_bytes equals lingen info's weights held", "%zu vs %.0f", lingen_weight_bytes(m),
+              json_number(o, "weight_bytes_held"));
     cJSON_Delete(o);
 }
 
@@ -256,6 +260,54 @@ static void test_batch(lingen_model *m) {
     check(sample == 64 && bpd == 16 && complete == 16 && few == 3 && asked == 5 && none == 1 && !lingen_batch(NULL, 0, 1, NULL),
           "batch: the command's defaults (64, 16, 16), min(n, ...), the option's", "%d %d %d %d %d %d", sample, bpd, complete,
           few, asked, none);
+}
+
+/* The memory a call holds beside the weights: more for a bigger batch, by at least an image's
+ * attention memory (a linear model's RNN state, a softmax model's KV cache: lingen info's
+ * figures, from the accessors); the parallel form holds every position, the step form one. */
+static void test_run_bytes(lingen_model *m) {
+    size_t L = lingen_layers(m), H = lingen_heads(m), D = lingen_d_model(m) / H, N = lingen_seq_len(m);
+    size_t image = strcmp(lingen_attention(m), "linear") ? L * N * 2 * H * D * 4 : L * H * (D * D + D) * 4;
+    size_t s0 = lingen_run_bytes(m, LINGEN_TASK_SAMPLE, 0, 0, NULL), s1 = lingen_run_bytes(m, LINGEN_TASK_SAMPLE, 1, 0, NULL),
+           s64 = lingen_run_bytes(m, LINGEN_TASK_SAMPLE, 64, 0, NULL);
+    check(s0 > 0 && s1 - s0 >= image && s64 - s0 >= 64 * image, "run_bytes: a sampled image adds its attention memory at least",
+          "%zu %zu %zu, an image's %zu", s0, s1, s64, image);
+    lingen_run_options step = lingen_run_options_default();
+    step.step_form = 1;
+    size_t par = lingen_run_bytes(m, LINGEN_TASK_BITS_PER_DIM, 1, 0, NULL), one = lingen_run_bytes(m, LINGEN_TASK_BITS_PER_DIM, 1, 0, &step);
+    size_t kept = lingen_run_bytes(m, LINGEN_TASK_COMPLETE, 1, (int)N / 2, NULL);
+    check(par > one && one == s1 && kept > s1 && kept < par, "run_bytes: the parallel form, a prefill of half, a step",
+          "%zu, %zu, %zu, %zu", par, kept, one, s1);
+    check(lingen_run_bytes(NULL, LINGEN_TASK_SAMPLE, 1, 0, NULL) == 0 && lingen_run_bytes(m, LINGEN_TASK_SAMPLE, -1, 0, NULL) == 0,
+          "run_bytes: 0 for a NULL model or batch -1", "");
+}
+
+/* The kernel named for a call: the command's (its --json "products"), float32 for an f32 model and
+ * for bits/dim, int8 at every batch under LINGEN_INT8=1 but for LINGEN_PRECISION_FASTEST. */
+static void test_kernel(lingen_model *m) {
+    char json[4200];
+    snprintf(json, sizeof json, "%s/kernel.json", tmp);
+    cJSON *o = run("%s sample -m %s -n 8 -b 8 -o %s/k.png --json %s", cli, model_path, tmp, json) ? NULL : read_json(json);
+    const cJSON *products = o ? cJSON_GetObjectItemCaseSensitive(o, "products") : NULL;
+    lingen_run_options eight = lingen_run_options_default();
+    eight.batch = 8;
+    const char *k = lingen_kernel(m, LINGEN_TASK_SAMPLE, 8, &eight), *want = !k ? "" : !strcmp(k, "AMX-BF16") ? "bfloat16" : k;
+    check(cJSON_IsString(products) && !strcmp(products->valuestring, want), "kernel: the command's products at batch 8",
+          "%s vs %s", k ? k : "NULL", cJSON_IsString(products) ? products->valuestring : "?");
+    cJSON_Delete(o);
+    lingen_model *f32 = open_model(LINGEN_PRECISION_F32, 0);
+    check(f32 && !strcmp(lingen_kernel(f32, LINGEN_TASK_SAMPLE, 64, NULL), "float32") && !lingen_kernel(NULL, 0, 1, NULL),
+          "kernel: float32 for an f32 model; NULL for NULL", "");
+    lingen_close(f32);
+    setenv("LINGEN_INT8", "1", 1);   /* read at each open */
+    lingen_model *env = open_model(LINGEN_PRECISION_AUTO, 0), *fastest = open_model(LINGEN_PRECISION_FASTEST, 0);
+    unsetenv("LINGEN_INT8");
+    const char *bpd = env ? lingen_kernel(env, LINGEN_TASK_BITS_PER_DIM, 64, NULL) : "";
+    check(env && fastest && !strcmp(lingen_kernel(env, LINGEN_TASK_SAMPLE, 64, NULL), "int8") &&
+          strcmp(lingen_kernel(fastest, LINGEN_TASK_SAMPLE, 64, NULL), "int8") && (!strcmp(bpd, "float32") || !strcmp(bpd, "AMX")),
+          "kernel: LINGEN_INT8=1 gives int8 at batch 64, not to FASTEST nor to bits/dim", "bits/dim %s", bpd);
+    lingen_close(env);
+    lingen_close(fastest);
 }
 
 /* bits/dim of the first n test images: their mean equals lingen eval's, both conventions. */
@@ -448,7 +500,11 @@ int main(int argc, char **argv) {
         test_open_errors();
         test_first(m);
         test_bad_arguments(m);
-        if (device == LINGEN_DEVICE_CPU) test_batch(m);
+        if (device == LINGEN_DEVICE_CPU) {
+            test_batch(m);
+            test_run_bytes(m);
+            test_kernel(m);
+        }
         unsigned char *full = malloc(4 * (size_t)lingen_seq_len(m));
         lingen_run_options o = lingen_run_options_default();
         o.batch = 2;

@@ -9,9 +9,11 @@ test set), LINGEN_TEST_INSTALLED (the folder the module must come from, when set
 import gzip
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -133,6 +135,82 @@ class Module(unittest.TestCase):
         self.assertFalse(np.array_equal(c[0, 0], c[0, 1]), "two completions drew the same bottom half")
         self.assertTrue(np.array_equal(self.m.complete(x, keep=14 * 28, samples=3, seed=4), c))
 
+    def test_progress_counts_up_to_the_total(self):
+        seen = []
+        x = self.m.sample(4, seed=6, batch=2, progress=lambda done, total: seen.append((done, total)))
+        self.assertTrue(np.array_equal(x, self.m.sample(4, seed=6, batch=2)))
+        self.assertEqual({t for _, t in seen}, {4 * 784})   # positions drawn, of n x 784
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
+        self.assertEqual(seen[-1][0], 4 * 784)
+        seen.clear()
+        bpd = self.m.bits_per_dim(mnist_test(5), batch=2, progress=lambda done, total: seen.append((done, total)) or True)
+        self.assertEqual((seen[-1], bpd.shape), ((5, 5), (5,)))   # in images; True does not stop bits/dim
+
+    def test_progress_returning_true_stops(self):
+        full = self.m.sample(4, seed=6, batch=2)
+        with self.assertRaises(lingen.Stopped) as e:
+            self.m.sample(4, seed=6, batch=2, progress=lambda done, total: done > total / 2)
+        self.assertEqual((e.exception.status, e.exception.done), ("LINGEN_STOPPED", 2))   # the first batch's
+        self.assertTrue(np.array_equal(e.exception.images, full[:2]))
+        x = mnist_test(2)
+        whole = self.m.complete(x, samples=2, seed=4, batch=2)
+        with self.assertRaises(lingen.Stopped) as e:
+            self.m.complete(x, samples=2, seed=4, batch=2, progress=lambda done, total: done > total / 2)
+        self.assertEqual(e.exception.images.shape, (2, 28, 28, 1))   # input 0's two completions
+        self.assertTrue(np.array_equal(e.exception.images, whole[0]))
+
+    def test_progress_exception_stops_and_is_raised(self):
+        calls = []
+
+        def boom(done, total):
+            calls.append(done)
+            raise ZeroDivisionError("from the callable")
+        with self.assertRaisesRegex(ZeroDivisionError, "from the callable"):
+            self.m.sample(4, batch=2, progress=boom)
+        self.assertEqual(len(calls), 1)   # not called again; the run stopped after that position
+        self.assertEqual(self.m.sample(1).shape, (1, 28, 28, 1))   # the model works on
+
+    def test_ctrl_c_in_a_run_stops_it(self):
+        calls = []
+
+        def interrupt(done, total):   # Ctrl-C during the run
+            calls.append(done)
+            if len(calls) == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+        with self.assertRaises(KeyboardInterrupt):
+            self.m.complete(mnist_test(2), samples=2, batch=2, progress=interrupt)
+        self.assertLess(len(calls), 3, "the run went on after Ctrl-C")
+        self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+        self.assertEqual(self.m.sample(1).shape, (1, 28, 28, 1))
+
+    def test_ctrl_c_without_a_callable_stops_the_run(self):
+        start = time.perf_counter()
+        self.m.sample(4, batch=4, seed=3)
+        four = time.perf_counter() - start
+        n = 4 * max(4, int(2 / four) + 1)   # a run of 2 s at least
+        timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+        start = time.perf_counter()
+        timer.start()
+        with self.assertRaises(KeyboardInterrupt):
+            self.m.sample(n, batch=4, seed=3)
+        took = time.perf_counter() - start
+        timer.join()
+        self.assertLess(took, four * n / 4 / 2, "Ctrl-C waited for the end of the run")
+
+    def test_precision_fastest_is_the_commands_auto(self):
+        out = os.path.join(self.tmp.name, "fastest")
+        env = dict(os.environ, LINGEN_INT8="1")
+        subprocess.run([CLI, "sample", "-m", MODEL, "-n", "8", "-b", "8", "-s", "2", "--precision", "auto", "-o",
+                        os.path.join(self.tmp.name, "f.png"), "--outdir", out], check=True, capture_output=True, env=env)
+        tiles = np.stack([np.asarray(Image.open(os.path.join(out, "sample_%05d.png" % k))) for k in range(8)])
+        os.environ["LINGEN_INT8"] = "1"   # read at each open: "fastest" is the fastest all the same
+        try:
+            with lingen.Model(MODEL, precision="fastest") as m:
+                got = m.sample(8, seed=2, batch=8)
+        finally:
+            del os.environ["LINGEN_INT8"]
+        self.assertTrue(np.array_equal(got[..., 0], tiles), "the images differ from lingen sample --precision auto's")
+
     def test_two_models_on_two_threads(self):
         other = lingen.Model(MODEL, precision="f32", threads=1)
         alone = [self.m.sample(2, seed=9), other.sample(2, seed=9)]
@@ -173,6 +251,7 @@ class Module(unittest.TestCase):
                           (lambda: m.complete(mnist_test(1), rows=28), ValueError),
                           (lambda: m.complete(mnist_test(1), samples=0), ValueError),
                           (lambda: m.complete(mnist_test(1), rows=2, keep=56), ValueError),
+                          (lambda: m.sample(1, progress=3), TypeError),
                           (lambda: lingen.Model(MODEL, device="gpu"), ValueError),
                           (lambda: lingen.Model(MODEL, precision="fp8"), ValueError),
                           (lambda: lingen.Model(3), TypeError)]:
