@@ -10,7 +10,7 @@
 #   a  (carry .dev/carry-a: mnist.bin, mnist-softmax.bin, cifar.bin, MNIST's test set, CIFAR-10's
 #      first 20 test images) the build, the GPU against the CPU on MNIST (bits/dim, grids byte
 #      for byte), the CPU images of 17cb386's engine against this one (AMX, bf16, int8), and
-#      test_cuda for the models present
+#      make test-cuda for the models present
 #   b  (carry .dev/carry-b: cifar-softmax.bin, CIFAR-10's full test set, after a) make test-cuda
 #      with all four models, the four full test sets on the GPU, make bench-cuda
 # Everything goes to $OUT (logs, grids, test_cuda's report).
@@ -61,8 +61,8 @@ if [ "$part" = a ]; then
         done
     done
     (cd /root/old && ./lingen eval bits-per-dim --limit 50 | grep "^bits"); ./lingen eval bits-per-dim --limit 50 | grep "^bits"
-    echo "== test_cuda (cifar-softmax.bin comes with part b)"
-    timeout 300 ./build-cuda/test_cuda . > "$OUT/test_cuda_a.txt" 2>&1; echo "test_cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_a.txt"
+    echo "== make test-cuda (cifar-softmax.bin comes with part b)"
+    timeout 300 make test-cuda > "$OUT/test_cuda_a.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_a.txt" | cut -c1-330
 else
     echo "== make test-cuda"
     timeout 420 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
