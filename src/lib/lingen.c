@@ -362,7 +362,7 @@ lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, in
     } else {
         use_threads(model, o.threads);
         if (evaluate_bits_per_dim(m, model->device, images, n, batch, o.step_form, per_image, per_image_given,
-                                  o.progress ? &prog : NULL, &e))
+                                  o.progress ? &prog : NULL, NULL, &e) < 0)
             s = fail(err, LINGEN_ERR_RUN, "bits_per_dim: %s", e.msg);
     }
     call_end(blas);
