@@ -72,7 +72,7 @@ typedef enum {
     LINGEN_ERR_MEMORY,     /* the run does not fit in the memory available (a smaller batch may) */
     LINGEN_ERR_DEVICE,     /* the device cannot run it: CUDA not built in, no GPU answers */
     LINGEN_ERR_RUN,        /* the run failed: a GPU error, numbers that overflowed */
-    LINGEN_STOPPED,        /* the options' stop flag was set: the images finished are there */
+    LINGEN_STOPPED,        /* the options' stop flag was set: the images finished (bits/dim: their figures) are there */
 } lingen_status;
 
 /* A failure's code and message; filled by a call that fails, and on success set to LINGEN_OK and
@@ -130,7 +130,9 @@ typedef struct lingen_run_options {
     void *progress_user;
     /* Or NULL (default): when *stop becomes nonzero (a signal handler or the progress callback
      * may set it), sampling and completion stop after the position in hand and return
-     * LINGEN_STOPPED, with the images finished before it in the buffer. bits/dim ignores it. */
+     * LINGEN_STOPPED, with the images finished before it in the buffer; bits/dim stops after the
+     * pass in hand (the step form: the position) and returns LINGEN_STOPPED, with the figures of
+     * the images finished before it. */
     volatile sig_atomic_t *stop;
 } lingen_run_options;
 
@@ -194,7 +196,10 @@ lingen_status lingen_sample(lingen_model *model, int n, const lingen_run_options
  * receives -(sum of log2 p over all seq_len values of image i) / seq_len, the first value
  * predicted from the start token; and per_image_given[i] (when not NULL) the same sum without
  * the first value, over seq_len - 1 (the paper's convention). The mean of per_image over a
- * dataset's test split is what `lingen eval bits-per-dim` reports. Statuses: LINGEN_OK,
+ * dataset's test split is what `lingen eval bits-per-dim` reports. Images finish a batch at a
+ * time, in order: with LINGEN_STOPPED, images 0 .. k-1 have their figures (those of a run to the
+ * end) and the entries of images k .. n-1 are NAN in both arrays; a finished image's per_image
+ * is never NAN, so k is the first NAN's index. Statuses: LINGEN_OK, LINGEN_STOPPED,
  * LINGEN_ERR_ARGUMENT, LINGEN_ERR_MEMORY, LINGEN_ERR_RUN (a log-probability not finite). */
 lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, int n, double *per_image,
                                   double *per_image_given, const lingen_run_options *options, lingen_error *err);

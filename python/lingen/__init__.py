@@ -18,11 +18,12 @@ it in, and last from the system's search path (ld.so: LD_LIBRARY_PATH, ldconfig'
 
 Progress and stopping: each call takes progress=callable(done, total), called now and then with
 the work done and its total (sample, complete: positions drawn; bits_per_dim: images). When it
-returns True, sample and complete stop after the position in hand and raise lingen.Stopped, which
-holds the images finished (bits_per_dim runs on to its end). Ctrl-C, where SIGINT has Python's
-default handler and the call runs on the main thread, stops them after the position in hand too,
-and KeyboardInterrupt is raised once the library has returned. An exception that the callable
-raises stops the run as well and is raised from the call.
+returns True, sample and complete stop after the position in hand, bits_per_dim after the pass in
+hand (step_form: the position), and each raises lingen.Stopped, which holds what was finished:
+the images (.images), or bits_per_dim's figures of the images finished (.bits_per_dim). Ctrl-C,
+where SIGINT has Python's default handler and the call runs on the main thread, stops them at the
+same point, and KeyboardInterrupt is raised once the library has returned. An exception that the
+callable raises stops the run as well and is raised from the call.
 
 Errors: lingen.Error (the library's failure, with its status name and message: a model not found,
 not enough memory for the batch...), ValueError (a bad value or shape, a closed model), TypeError
@@ -60,13 +61,16 @@ class Error(Exception):
 
 class Stopped(Error):
     """A run that its progress callable stopped (it returned True): .done, the images finished
-    (complete: the completions, in their order), and .images, those images: a uint8 array (done,
-    height, width, channels)."""
+    (complete: the completions, in their order); for sample and complete .images, those images: a
+    uint8 array (done, height, width, channels); for bits_per_dim .bits_per_dim, their figures as
+    the call returns them: a float64 array (done,) of the images first in its input. The other of
+    the two is None."""
 
-    def __init__(self, message, images):
+    def __init__(self, message, images=None, bits_per_dim=None):
         super().__init__(_STOPPED, message)
-        self.done = len(images)
+        self.done = len(images if images is not None else bits_per_dim)
         self.images = images
+        self.bits_per_dim = bits_per_dim
 
 
 class _Error(ctypes.Structure):
@@ -192,13 +196,13 @@ class _Run:
         if self.old_handler is not None:
             signal.signal(signal.SIGINT, self.old_handler)
 
-    def check(self, status, err, finished):
-        """After the call: what stopped it raised (Stopped with finished() for the callable's
-        True), else the library's failure."""
+    def check(self, status, err, stopped):
+        """After the call: what stopped it raised (for the callable's True, stopped(message): the
+        Stopped exception with what was finished), else the library's failure."""
         if self.raised is not None:
             raise self.raised
         if status == _STOPPED:
-            raise Stopped(err.message.decode(errors="replace"), finished())
+            raise stopped(err.message.decode(errors="replace"))
         _check(status, err)
 
 
@@ -334,7 +338,7 @@ class Model:
         done, err = ctypes.c_int(), _Error()
         with run:
             status = _sample(m, n, ctypes.byref(o), out.ctypes.data_as(_U8P), ctypes.byref(done), ctypes.byref(err))
-        run.check(status, err, lambda: out[:done.value])
+        run.check(status, err, lambda message: Stopped(message, out[:done.value]))
         return out
 
     def bits_per_dim(self, images, batch=0, step_form=False, threads=0, first_given=False, progress=None):
@@ -342,7 +346,8 @@ class Model:
         N values, the first predicted from the start token; first_given=True: the sum without
         the first value over N - 1 (the paper's convention). Their mean over a test set is what
         `lingen eval bits-per-dim` reports. step_form: one position at a time (the same figures
-        to float32's rounding). progress: callable(done, total) in images; it does not stop the run."""
+        to float32's rounding). progress: callable(done, total) in images (the module's doc:
+        stopping; lingen.Stopped's .bits_per_dim holds the finished images' figures)."""
         m = self._handle()
         x = self._images(images, "bits_per_dim")
         run = _Run(progress)
@@ -353,8 +358,12 @@ class Model:
         with run:
             status = _bpd(m, x.ctypes.data_as(_U8P), n, per.ctypes.data_as(_DP), given.ctypes.data_as(_DP),
                           ctypes.byref(o), ctypes.byref(err))
-        run.check(status, err, None)
-        return given if first_given else per
+        result = given if first_given else per
+
+        def stopped(message):   # the images finished come first; the others' figures are NaN (lingen.h)
+            return Stopped(message, bits_per_dim=result[:np.count_nonzero(~np.isnan(per))])
+        run.check(status, err, stopped)
+        return result
 
     def complete(self, images, rows=None, samples=4, seed=1, temperature=1.0, batch=0, threads=0, keep=None,
                  progress=None):
@@ -382,5 +391,5 @@ class Model:
         with run:
             status = _complete(m, x.ctypes.data_as(_U8P), n, keep, samples, ctypes.byref(o),
                                out.ctypes.data_as(_U8P), ctypes.byref(done), ctypes.byref(err))
-        run.check(status, err, lambda: out.reshape((-1,) + self.shape)[:done.value])
+        run.check(status, err, lambda message: Stopped(message, out.reshape((-1,) + self.shape)[:done.value]))
         return out

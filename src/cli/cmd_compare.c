@@ -179,11 +179,11 @@ static int job_bits(const Job *j, const Model *m, Report *r, int *pos, double *s
     double *per = xcalloc(j->n_imgs, sizeof(double));
     Progress p;
     progress_start(&p, j->what, j->n_imgs);
-    int rc = evaluate_bits_per_dim(m, j->dev, j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, e);
+    int done = evaluate_bits_per_dim(m, j->dev, j->imgs, j->n_imgs, j->batch, 0, per, NULL, &p, NULL, e);
     progress_end(&p);
-    if (rc == 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);
+    if (done >= 0) mean_and_stderr(per, j->n_imgs, &r->value, &r->value_se);   /* no stop: every image */
     free(per);
-    return rc;
+    return done < 0 ? -1 : 0;
 }
 
 static int write_all(int fd, const void *buf, size_t n) {

@@ -171,6 +171,8 @@ static int run(Evaluation *v) {
     progress_share(&prog, (double)v->count / v->ds.n, shard_rank() == 0);
     double t0 = now_seconds();
     lingen_error err;
+    /* No stop flag (run.stop NULL): SIGINT and SIGTERM end the command by their default action,
+     * before any figure is printed or --json written, rather than report a part of the images. */
     if (lingen_bits_per_dim(j->m, v->ds.images + v->first * lingen_seq_len(j->m), (int)v->count, v->per + v->first,
                             v->given + v->first, cli_job_run(j, &prog), &err)) {
         fprintf(stderr, "lingen: %s\n", cli_job_problem(&err));

@@ -28,7 +28,8 @@ static void nll_item(void *ctx, int b, int thread) {
 }
 
 int evaluate_bits_per_dim(const Model *m, Device d, const unsigned char *imgs, int n, int batch, int step_form,
-                          double *per_image, double *per_image_given, Progress *progress, Err *e) {
+                          double *per_image, double *per_image_given, Progress *progress,
+                          volatile sig_atomic_t *stop, Err *e) {
     const Config *c = &m->cfg;
     int N = c->seq_len, M = c->n_mix, B = batch < n ? batch : n, T = step_form ? 1 : N;
     if (B < 1) B = 1;
@@ -36,20 +37,22 @@ int evaluate_bits_per_dim(const Model *m, Device d, const unsigned char *imgs, i
     if (!en) return -1;
     int *tok = xcalloc((size_t)B * T, sizeof(int));
     double *first = xcalloc(B, sizeof(double));   /* -log p of each image's first sub-pixel */
-    int rc = 0;
-    for (int start = 0; start < n && !rc; start += B) {
-        int nb = n - start < B ? n - start : B;
+    int rc = 0, done = 0, stopped = 0;
+    for (int start = 0; start < n && !stopped; start += B) {
+        int nb = n - start < B ? n - start : B, t0;
         const unsigned char *x = imgs + (size_t)start * N;
         engine_reset(en);
         for (int b = 0; b < nb; b++) per_image[start + b] = 0;
         /* inputs BOS, x1 .. x(N-1); the output at position t predicts x(t) (0-based: x[t]) */
-        for (int t0 = 0; t0 < N && !rc; t0 += T) {
+        for (t0 = 0; t0 < N && !stopped; t0 += T) {
             for (int b = 0; b < nb; b++) input_tokens(tok + b * T, x + (size_t)b * N, t0, T);
             if ((rc = engine_forward(en, tok, nb, T, e))) break;
             Nll q = {en->out, x, per_image + start, first, N, M, T, t0};
             parallel_for(nb, nll_item, &q, (double)T * M);
             if (progress) progress_update(progress, start + (double)nb * (t0 + T) / N);
+            stopped = stop && *stop;
         }
+        if (rc || t0 < N) break;   /* an error, or stopped inside the batch: its sums are partial */
         for (int b = 0; b < nb && !rc; b++) {
             if (per_image_given)
                 per_image_given[start + b] = N > 1 ? (per_image[start + b] - first[b]) / ((N - 1) * log(2.0)) : NAN;
@@ -58,11 +61,13 @@ int evaluate_bits_per_dim(const Model *m, Device d, const unsigned char *imgs, i
                 rc = err_set(e, "image %d: the log-probability is not finite (the model's activations overflow "
                              "float32): no bits/dim", start + b);
         }
+        if (rc) break;
+        done += nb;
     }
     free(first);
     free(tok);
     engine_free(en);
-    return rc;
+    return rc ? -1 : done;
 }
 
 void mean_and_stderr(const double *v, int n, double *mean, double *se) {

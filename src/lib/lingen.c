@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -361,9 +362,17 @@ lingen_status lingen_bits_per_dim(lingen_model *model, const uint8_t *images, in
         s = fail(err, LINGEN_ERR_MEMORY, "%s", e.msg);
     } else {
         use_threads(model, o.threads);
-        if (evaluate_bits_per_dim(m, model->device, images, n, batch, o.step_form, per_image, per_image_given,
-                                  o.progress ? &prog : NULL, &e))
+        int done = evaluate_bits_per_dim(m, model->device, images, n, batch, o.step_form, per_image, per_image_given,
+                                         o.progress ? &prog : NULL, o.stop, &e);
+        if (done < 0) {
             s = fail(err, LINGEN_ERR_RUN, "bits_per_dim: %s", e.msg);
+        } else if (done < n) {   /* stopped: the unfinished images' entries say so */
+            for (int i = done; i < n; i++) {
+                per_image[i] = NAN;
+                if (per_image_given) per_image_given[i] = NAN;
+            }
+            s = fail(err, LINGEN_STOPPED, "bits_per_dim: stopped after %d of %d images", done, n);
+        }
     }
     call_end(blas);
     return s ? s : ok(err);

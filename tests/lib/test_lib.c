@@ -383,6 +383,36 @@ static void test_stop_progress(lingen_model *m, const unsigned char *full) {
     free(imgs);
 }
 
+/* bits/dim of 5 images at batch 2, stopped by the progress callback past half of them: in the
+ * parallel form after the second batch's pass (4 finished), in the step form inside it (2). The
+ * finished figures equal an unstopped run's; the others are NAN; progress counts images. */
+static void test_bits_per_dim_stop(lingen_model *m, const unsigned char *test) {
+    for (int form = 0; form < 2; form++) {
+        double per[5], given[5], whole[5], whole_given[5];
+        Watch w = {0, NULL, 0, 1, -1, 0, 0};
+        lingen_run_options o = lingen_run_options_default();
+        o.batch = 2;
+        o.step_form = form;
+        lingen_error err;
+        lingen_status s0 = lingen_bits_per_dim(m, test, 5, whole, whole_given, &o, &err);
+        o.stop = &w.stop;
+        o.progress = on_progress;
+        o.progress_user = &w;
+        lingen_status s = lingen_bits_per_dim(m, test, 5, per, given, &o, &err);
+        int k = form ? 2 : 4, same = 1;
+        for (int i = 0; i < 5; i++)
+            same &= i < k ? per[i] == whole[i] && given[i] == whole_given[i] : isnan(per[i]) && isnan(given[i]);
+        char want[64];
+        snprintf(want, sizeof want, "bits_per_dim: stopped after %d of 5 images", k);
+        check(s0 == LINGEN_OK && s == LINGEN_STOPPED && err.status == s && !strcmp(err.message, want) && same,
+              form ? "bits_per_dim: a stop in the step form: the batches before it, the rest NAN"
+                   : "bits_per_dim: a stop past half: the batches finished, the rest NAN",
+              "%s, %s", lingen_status_name(s), err.message);
+        check(w.calls > 0 && w.monotone && w.total == 5, "bits_per_dim: progress counts up, in images", "%d calls, total %g",
+              w.calls, w.total);
+    }
+}
+
 static void test_bad_arguments(lingen_model *m) {
     unsigned char buf[4096];
     double d[4];
@@ -511,6 +541,7 @@ int main(int argc, char **argv) {
         lingen_sample(m, 4, &o, full, NULL, NULL);
         test_stop_progress(m, full);
         free(full);
+        if (test) test_bits_per_dim_stop(m, test);
         test_two_models(m);
         if (test) test_complete(m, test);
     }

@@ -143,8 +143,8 @@ class Module(unittest.TestCase):
         self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
         self.assertEqual(seen[-1][0], 4 * 784)
         seen.clear()
-        bpd = self.m.bits_per_dim(mnist_test(5), batch=2, progress=lambda done, total: seen.append((done, total)) or True)
-        self.assertEqual((seen[-1], bpd.shape), ((5, 5), (5,)))   # in images; True does not stop bits/dim
+        bpd = self.m.bits_per_dim(mnist_test(5), batch=2, progress=lambda done, total: seen.append((done, total)))
+        self.assertEqual((seen, bpd.shape), ([(2, 5), (4, 5), (5, 5)], (5,)))   # in images, a pass at a time
 
     def test_progress_returning_true_stops(self):
         full = self.m.sample(4, seed=6, batch=2)
@@ -158,6 +158,20 @@ class Module(unittest.TestCase):
             self.m.complete(x, samples=2, seed=4, batch=2, progress=lambda done, total: done > total / 2)
         self.assertEqual(e.exception.images.shape, (2, 28, 28, 1))   # input 0's two completions
         self.assertTrue(np.array_equal(e.exception.images, whole[0]))
+
+    def test_progress_returning_true_stops_bits_per_dim(self):
+        x = mnist_test(5)
+        for step_form, finished in ((False, 4), (True, 2)):   # after the pass past half; inside it
+            for first_given in (False, True):
+                whole = self.m.bits_per_dim(x, batch=2, step_form=step_form, first_given=first_given)
+                with self.assertRaises(lingen.Stopped) as e:
+                    self.m.bits_per_dim(x, batch=2, step_form=step_form, first_given=first_given,
+                                        progress=lambda done, total: done > total / 2)
+                s = e.exception
+                self.assertEqual((s.status, s.message, s.done, s.images),
+                                 ("LINGEN_STOPPED", "bits_per_dim: stopped after %d of 5 images" % finished, finished,
+                                  None))
+                self.assertTrue(np.array_equal(s.bits_per_dim, whole[:finished]))   # bit for bit
 
     def test_progress_exception_stops_and_is_raised(self):
         calls = []
@@ -184,18 +198,20 @@ class Module(unittest.TestCase):
         self.assertEqual(self.m.sample(1).shape, (1, 28, 28, 1))
 
     def test_ctrl_c_without_a_callable_stops_the_run(self):
-        start = time.perf_counter()
-        self.m.sample(4, batch=4, seed=3)
-        four = time.perf_counter() - start
-        n = 4 * max(4, int(2 / four) + 1)   # a run of 2 s at least
-        timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
-        start = time.perf_counter()
-        timer.start()
-        with self.assertRaises(KeyboardInterrupt):
-            self.m.sample(n, batch=4, seed=3)
-        took = time.perf_counter() - start
-        timer.join()
-        self.assertLess(took, four * n / 4 / 2, "Ctrl-C waited for the end of the run")
+        calls = [lambda n: self.m.sample(n, batch=4, seed=3), lambda n: self.m.bits_per_dim(mnist_test(n), batch=4)]
+        for call in calls:
+            start = time.perf_counter()
+            call(4)
+            four = time.perf_counter() - start
+            n = 4 * max(4, int(2 / four) + 1)   # a run of 2 s at least
+            timer = threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT))
+            start = time.perf_counter()
+            timer.start()
+            with self.assertRaises(KeyboardInterrupt):
+                call(n)
+            took = time.perf_counter() - start
+            timer.join()
+            self.assertLess(took, four * n / 4 / 2, "Ctrl-C waited for the end of the run")
 
     def test_precision_fastest_is_the_commands_auto(self):
         out = os.path.join(self.tmp.name, "fastest")
