@@ -258,6 +258,19 @@ def run_train(*args):
         sys.argv = argv
 
 
+def assert_same_state(test, one, two):
+    """Two checkpoints hold the same training state: weights, averages, optimizer state."""
+    for k, v in one["model"].items():
+        test.assertTrue(torch.equal(v, two["model"][k]), k)
+    test.assertEqual(len(one["ema"]), len(two["ema"]))
+    for i, (e, e2) in enumerate(zip(one["ema"], two["ema"])):
+        test.assertTrue(torch.equal(e, e2), i)
+    test.assertEqual(one["opt"]["param_groups"], two["opt"]["param_groups"])
+    for p, state in one["opt"]["state"].items():
+        for name, v in state.items():
+            test.assertTrue(torch.equal(v, two["opt"]["state"][p][name]), (p, name))
+
+
 class Resume(unittest.TestCase):
     """A run in stretches (stopped by its budget, then by --steps, each resumed from the
     checkpoint) ends bit for bit where the unbroken run ends: the same weights, averages and
@@ -308,16 +321,8 @@ class Resume(unittest.TestCase):
 
     def assert_same_training(self, one, three):
         self.assertEqual((one["step"], three["step"]), (self.TOTAL, self.TOTAL))
-        for k, v in one["model"].items():
-            self.assertTrue(torch.equal(v, three["model"][k]), k)
-        self.assertEqual(len(one["ema"]), len(three["ema"]))
-        for i, (e, e3) in enumerate(zip(one["ema"], three["ema"])):
-            self.assertTrue(torch.equal(e, e3), i)
-        self.assertEqual(one["opt"]["param_groups"], three["opt"]["param_groups"])
+        assert_same_state(self, one, three)
         self.assertAlmostEqual(one["opt"]["param_groups"][0]["lr"], 0.01 / 3)   # the last step's, decaying
-        for p, state in one["opt"]["state"].items():
-            for name, v in state.items():
-                self.assertTrue(torch.equal(v, three["opt"]["state"][p][name]), (p, name))
 
     def test_linear_with_dropout(self):
         self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
@@ -356,6 +361,25 @@ class Resume(unittest.TestCase):
             three = self.between_checkpoints(d, "--dropout", "0.1", "--ckpt-every", "2")
             self.assert_same_training(one, three)
             self.assertFalse(all(torch.equal(v, v.half().float()) for v in three["model"].values()))
+
+
+class HalfDataParallel(unittest.TestCase):
+    def test_every_process_rounds_its_state(self):
+        # two processes (test_ddp's launcher): each rounds its own copy of the state at the
+        # checkpoint steps, so that the run stopped at step 3 (the checkpoint stays at 2) and
+        # resumed ends as the unbroken one; rounded on rank 0 alone, the copies would part
+        import test_ddp
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one, two = os.path.join(d, "one.pt"), os.path.join(d, "two.pt")
+            half = ["--ckpt-half", "--ckpt-every", "2", "--dropout", "0.1", "--ema", "0.9"]
+            test_ddp.train(2, 4, 4, os.path.join(d, "one.bin"), ["--ckpt", one, *half])
+            test_ddp.train(2, 4, 3, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            self.assertEqual(torch.load(two)["step"], 2)
+            test_ddp.train(2, 4, 4, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            a, b = torch.load(one), torch.load(two)
+            self.assertEqual((a["step"], b["step"]), (4, 4))
+            assert_same_state(self, a, b)
 
 
 if __name__ == "__main__":
