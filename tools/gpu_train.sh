@@ -88,7 +88,8 @@ start)
     # the checkpoint to resume from: $INIT/RUN.ckpt.pt, whole or in the parts that finish brings back
     if [ -f $src/$r.ckpt.pt ]; then cp $src/$r.ckpt.pt $d/ckpt.pt
     elif ls $src/$r.ckpt.pt.part* > /dev/null 2>&1; then cat $src/$r.ckpt.pt.part* > $d/ckpt.pt; fi
-    echo "$r: $([ -f $d/ckpt.pt ] && echo "resumes from $src/$r.ckpt.pt" || echo "no checkpoint, step 0")$([ -f $d/init.bin ] && echo ", from $src/$name.bin")"
+    from="no checkpoint, step 0"; [ -f $d/ckpt.pt ] && from="resumes from $src/$r.ckpt.pt"
+    echo "$r: $from${init:+, init $src/$name.bin$([ -f $d/init.bin ] || echo ": none, new weights")}"
     launch=python3; [ ${NPROC:-1} -gt 1 ] && launch="python3 -m torch.distributed.run --standalone --nproc_per_node=$NPROC"
     PYTHONUNBUFFERED=1 setsid nohup $launch scripts/train.py --dataset $ds --attention $att \
       --data $DATA $init --export $d/$name.bin --snapshot $d/snapshot.bin \
@@ -123,6 +124,7 @@ done
 [ -d $RUN ] && tar czf $OUT/logs.tgz -C $RUN $(cd $RUN && ls -d */log.jsonl */stdout.txt 2>/dev/null)
 pgrep -fa scripts/train.py | grep -o 'attention [a-z]* --data [^ ]*\|export [^ ]*' | paste - - || echo "no training running"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-# what comes back: at most 8 files of 16 MiB, 64 MiB in all
-[ -n "${OUT:-}" ] && find $OUT -type f -printf '%s\n' | awk '{n++; s += $1} END {
-  printf "%d files, %.1f MiB to bring back%s\n", n, s / 2^20, (n > 8 || s > 2^26) ? ": TOO MUCH, some will not come" : "" }'
+if [ -n "${OUT:-}" ]; then   # what comes back: at most 8 files of 16 MiB, 64 MiB in all
+  find $OUT -type f -printf '%s\n' | awk '{n++; s += $1} END {
+    printf "%d files, %.1f MiB to bring back%s\n", n, s / 2^20, (n > 8 || s > 2^26) ? ": TOO MUCH, some will not come" : "" }'
+fi
