@@ -85,7 +85,8 @@ def parse_args():
     ap.add_argument("--ckpt", help="checkpoint to resume from (if it exists) and save to")
     ap.add_argument("--ckpt-half", action="store_true",
                     help="save the checkpoint at half precision (weights and averages float16, the optimizer's "
-                         "moments bfloat16): 3 bytes a parameter less, for carrying it between machines")
+                         "moments bfloat16): half the bytes (8 a parameter with --ema, 48.6 MiB for MNIST), for "
+                         "carrying it between machines; resumes bit for bit with --ckpt-every")
     ap.add_argument("--ckpt-every", type=int, default=0, metavar="K",
                     help="write the checkpoint at every K-th step of the run and at its last (--total-steps), "
                          "not at evaluations; a process out of --minutes trains on to the next such step, one "
