@@ -14,23 +14,32 @@ is exported, and the model file's metadata records the recipe.
 
 A run continues from a model file (--init, a warm restart: fresh optimizer state), or exactly
 where it stopped from a checkpoint (--ckpt: read if it exists, written at every evaluation and
-when the process ends; a process killed on the way resumes from the last one). The images a
-step reads and its dropout masks are functions of the step, so a resumed run trains bit for
-bit as an unbroken one would (from a --ckpt-half checkpoint: to its rounding).
+when the process ends, or with --ckpt-every K at every K-th step of the run and its last; a
+process killed on the way resumes from the last one). The images a step reads and its dropout
+masks are functions of the step, so a resumed run trains bit for bit as an unbroken one would.
+A --ckpt-half checkpoint holds the state rounded (weights and averages float16, the
+optimizer's moments bfloat16): with --ckpt-every every run, stopped or not, rounds its state
+to that at each checkpoint step and trains on from the rounded state, so that resumes stay
+bit for bit; without it a resume continues from the rounding, the unbroken run from the
+unrounded state.
 
 How long a run trains:
   --minutes M          the whole run's wall-clock budget, counted across resumes; wsd's decay
                        follows the time spent. Every process evaluates and exports at its end.
   --total-steps N      the whole run's length in steps, across resumes; wsd's decay spans its
                        last --decay x N steps, a function of the step alone. Each process (a
-                       stretch) trains at most --minutes M, counted from its start, and writes
-                       the checkpoint (--ckpt, required) and the snapshot (--snapshot); the
-                       one that reaches step N then evaluates and exports the final model
-                       (--export), the others neither evaluate at their end nor export.
-  --steps S            stops a process at step S of the run, either way.
+                       stretch) trains at most --minutes M, counted from its start (with
+                       --ckpt-every K: then on to the next multiple of K, up to K steps more,
+                       so that it ends at a checkpoint), and writes the checkpoint (--ckpt,
+                       required) and the snapshot (--snapshot); the one that reaches step N
+                       then evaluates and exports the final model (--export), the others
+                       neither evaluate at their end nor export.
+  --steps S            stops a process at step S of the run, either way (with --ckpt-every K,
+                       at a step between checkpoints as a kill would: the checkpoint stays).
 A run from scratch in stretches is one command, repeated until it logs "final" and exports:
   python3 scripts/train.py --dataset mnist --total-steps 200000 --warmup 0 --decay 0.2 \\
-      --minutes 22 --dropout 0.1 --ckpt runs/mnist.pt --snapshot runs/mnist.snapshot.bin \\
+      --minutes 22 --dropout 0.1 --ckpt runs/mnist.pt --ckpt-half --ckpt-every 2000 \\
+      --snapshot runs/mnist.snapshot.bin \\
       --log-file runs/mnist.jsonl --export models/mnist.bin --compile
 
 Data-parallel: torchrun starts one process per GPU. Each reads its --batch images of every
@@ -76,7 +85,13 @@ def parse_args():
     ap.add_argument("--ckpt", help="checkpoint to resume from (if it exists) and save to")
     ap.add_argument("--ckpt-half", action="store_true",
                     help="save the checkpoint at half precision (weights and averages float16, the optimizer's "
-                         "moments bfloat16): 3 bytes a parameter less, for carrying it between machines")
+                         "moments bfloat16): half the bytes (8 a parameter with --ema, 48.6 MiB for MNIST), for "
+                         "carrying it between machines; resumes bit for bit with --ckpt-every")
+    ap.add_argument("--ckpt-every", type=int, default=0, metavar="K",
+                    help="write the checkpoint at every K-th step of the run and at its last (--total-steps), "
+                         "not at evaluations; a process out of --minutes trains on to the next such step, one "
+                         "stopped elsewhere (--steps) leaves the last. With --ckpt-half the training state is "
+                         "rounded there to what the checkpoint holds, so that its resumes are bit for bit")
     ap.add_argument("--export", help="write the final model file here (with --total-steps: once step N is reached)")
     ap.add_argument("--export-dtype", default="f16", choices=["f32", "f16", "bf16"])
     ap.add_argument("--log-file", "--log", dest="log", help="append JSON lines here (--log-file under torchrun, whose own --log-dir would take --log)")
@@ -141,6 +156,8 @@ def parse_args():
         ap.error("--total-steps, --steps and --warmup must be at least 0, --decay within [0, 1]")
     if a.total_steps and not a.ckpt:
         ap.error("--total-steps needs --ckpt: a stretch that stops before the last step continues from it")
+    if a.ckpt_every < 0 or (a.ckpt_every and not a.ckpt):
+        ap.error("--ckpt-every must be at least 0, and needs --ckpt")
     for opt, path in (("--ckpt", a.ckpt), ("--export", a.export), ("--snapshot", a.snapshot), ("--log-file", a.log)):
         if path and not os.path.isdir(os.path.dirname(path) or "."):   # found out now, not at the end
             ap.error(f"{opt} {path}: no folder {os.path.dirname(path)}")
@@ -422,15 +439,27 @@ def totals(so_far, step, epochs, elapsed, world):
             "gpu_seconds": round(so_far["gpu_seconds"] + elapsed * world, 1)}
 
 
-def halved(x, dtype):
-    """x's floating tensors (not its scalars: an optimizer's step count) as dtype, the rest as is."""
+def on_floating(x, fn):
+    """x (tensors in dicts, lists and tuples) with fn applied to its floating tensors, not to its
+    scalars (an optimizer's step count, which must stay exact); the rest as is."""
     if torch.is_tensor(x):
-        return x.to(dtype) if x.is_floating_point() and x.dim() > 0 else x
+        return fn(x) if x.is_floating_point() and x.dim() > 0 else x
     if isinstance(x, dict):
-        return {k: halved(v, dtype) for k, v in x.items()}
+        return {k: on_floating(v, fn) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return type(x)(halved(v, dtype) for v in x)
+        return type(x)(on_floating(v, fn) for v in x)
     return x
+
+
+@torch.no_grad()
+def round_to_half(model, opt, ema):
+    """Round the training state in place to what a half checkpoint holds, and back to its own
+    dtype: the weights and averages through float16, the optimizer's moments through bfloat16
+    (its step counts stay). Training on from here computes what a run resumed from that
+    checkpoint computes, bit for bit."""
+    for tensors, dtype in ((model.state_dict(), torch.float16), (ema.tensors if ema else [], torch.float16),
+                           (list(opt.state.values()), torch.bfloat16)):
+        on_floating(tensors, lambda t: t.copy_(t.to(dtype)))
 
 
 def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance, half=False):
@@ -440,8 +469,9 @@ def save_checkpoint(path, model, opt, ema, step, elapsed, curve, provenance, hal
     is float32's); resuming casts them back (load_state_dict keeps each parameter's dtype)."""
     weights, moments, averages = model.state_dict(), opt.state_dict(), ema.tensors if ema else None
     if half:
-        weights, averages = halved(weights, torch.float16), halved(averages, torch.float16)
-        moments = {**moments, "state": halved(moments["state"], torch.bfloat16)}
+        f16, bf16 = (lambda t: t.to(torch.float16)), (lambda t: t.to(torch.bfloat16))
+        weights, averages = on_floating(weights, f16), on_floating(averages, f16)
+        moments = {**moments, "state": on_floating(moments["state"], bf16)}
     torch.save({"model": weights, "opt": moments, "step": step, "elapsed": elapsed,
                 "curve": curve, "config": model.cfg.as_dict(), "ema": averages,
                 "provenance": provenance}, path + ".tmp")
@@ -520,10 +550,15 @@ def main():
 
     ckpt_recipe = recipe(a, cfg, world, batch, graphed, "raw")  # a checkpoint holds the raw weights
 
+    def checkpoint():   # the state after `step` steps, to a.ckpt (rank 0)
+        save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
+                        {**totals(so_far, step, epochs_at(step), elapsed, world), **ckpt_recipe}, a.ckpt_half)
+
     # ---- the training loop
     budget = a.minutes * 60
     last = min(n for n in (a.steps, a.total_steps, math.inf) if n)   # the step this process stops at
     start, elapsed_start = step, elapsed   # this process's first step and the run's time then
+    saved = step   # the step of the checkpoint on disk (0 without one: a resume starts over)
     t_prev = t_check = t_eval = time.time()
     step_check, smooth = step, None
     while step < last:
@@ -548,6 +583,13 @@ def main():
             elapsed += now - t_prev
         t_prev = now
 
+        if a.ckpt_every and (step % a.ckpt_every == 0 or step == a.total_steps):   # a function of the step
+            if a.ckpt_half:   # every process trains on from what the checkpoint holds
+                round_to_half(model, opt, ema)
+            if rank == 0:
+                checkpoint()
+            saved, t_prev = step, time.time()
+
         if step % CHECK_EVERY == 0 or fresh:  # the same steps on every process
             out_of_time = now - t_start >= budget if a.total_steps else elapsed >= budget
             lv, stop = synced(loss, out_of_time, world)
@@ -557,7 +599,9 @@ def main():
                      "train_bpd": round(smooth, 4), "lr": lr, "gnorm": round(gn.item(), 3), "elapsed": round(elapsed, 1),
                      "img_s": round((step - step_check) * batch * world / max(1e-9, now - t_check), 1)}, a.log)
             step_check, t_check = step, now
-            if stop:
+            if stop and a.ckpt_every:   # out of time: on to the next checkpoint step, and no further
+                last = min(last, -(-step // a.ckpt_every) * a.ckpt_every)
+            elif stop:
                 break
 
         if rank == 0 and now - t_eval > a.eval_every * 60:  # the other processes wait in their next step
@@ -568,16 +612,20 @@ def main():
             curve.append([round(ep, 3), round(bpd, 4)])
             log({"eval_subset": a.eval_subset, "epoch": round(ep, 3), "test_bpd": round(bpd, 4), "se": round(se, 4),
                  "test_bpd_raw": round(raw, 4)}, a.log)
-            if a.ckpt:
-                save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
-                                {**totals(so_far, step, ep, elapsed, world), **ckpt_recipe}, a.ckpt_half)
+            if a.ckpt and not a.ckpt_every:
+                checkpoint()
+                saved = step
             if a.snapshot:
                 export_snapshot(avg, a.snapshot, ep)
             t_eval = t_prev = time.time()
 
     if a.ckpt and rank == 0:
-        save_checkpoint(a.ckpt, model, opt, ema, step, elapsed, curve,
-                        {**totals(so_far, step, epochs_at(step), elapsed, world), **ckpt_recipe}, a.ckpt_half)
+        if not a.ckpt_every:
+            checkpoint()
+            saved = step
+        elif saved != step:   # as if killed here: a resume repeats the steps since, as they were
+            print(f"step {step} is no checkpoint step (--ckpt-every {a.ckpt_every}): {a.ckpt} stays at step {saved}",
+                  file=sys.stderr)
     if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
         dist.barrier()
         dist.destroy_process_group()
@@ -588,7 +636,8 @@ def main():
             export_snapshot(ema.model(cfg, dev) if ema else model, a.snapshot, epochs_at(step))
         log({"stretch_end": step, "total_steps": a.total_steps, "epoch": round(epochs_at(step), 3),
              "elapsed": round(elapsed, 1)}, a.log)
-        print(f"stopped at step {step} of {a.total_steps}; the same command resumes from {a.ckpt}", file=sys.stderr)
+        print(f"stopped at step {step} of {a.total_steps}; the same command resumes from {a.ckpt} at step {saved}",
+              file=sys.stderr)
         return
 
     # ---- final evaluation and export (rank 0)

@@ -181,6 +181,49 @@ class HalfCheckpoint(unittest.TestCase):
                         self.assertTrue(torch.allclose(v2, v, rtol=2 ** -7, atol=0), name)
                         self.assertFalse(torch.equal(v2, v), name)   # it was rounded: the test sees the half path
 
+    def test_rounding_in_memory_is_what_a_resume_reads(self):
+        # round_to_half leaves the state a resume from the half checkpoint starts from: weights,
+        # averages and moments equal bit for bit, step counts (tensors in PyTorch 1.13 and 2.x,
+        # or numbers) untouched, for RAdamW and AdamW alike
+        cfg = Config(**{**MNIST.as_dict(), **train.TINY})
+        for name in ("radam", "adamw"):
+            a = argparse.Namespace(optimizer=name, lr=1e-2, wd=0.01)
+            torch.manual_seed(0)
+            model = Model(cfg)
+            params = list(model.parameters())
+            opt, ema = train.make_optimizer(a, params, torch.device("cpu")), train.Ema(params, 0.9, 1)
+            for _ in range(3):
+                for p in params:
+                    p.grad = torch.randn_like(p)
+                opt.step()
+                ema.update(params, 0.5)
+            for state in opt.state.values():   # a count that bfloat16 would round (to 256)
+                state["step"] += 254
+            before = {k: v.clone() for k, v in model.state_dict().items()}
+            steps = [float(s["step"]) for s in opt.state.values()]
+            train.round_to_half(model, opt, ema)
+            self.assertEqual([float(s["step"]) for s in opt.state.values()], steps, name)
+            self.assertFalse(all(torch.equal(v, before[k]) for k, v in model.state_dict().items()), name)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "half.pt")
+                train.save_checkpoint(path, model, opt, ema, 3, 1.0, [], {}, half=True)
+                ck = torch.load(path)
+            model2 = Model(cfg)
+            opt2 = train.make_optimizer(a, list(model2.parameters()), torch.device("cpu"))
+            model2.load_state_dict(ck["model"])
+            opt2.load_state_dict(ck["opt"])
+            for (k, w), w2 in zip(model.state_dict().items(), model2.state_dict().values()):
+                self.assertTrue(torch.equal(w, w2), (name, k))
+            for e, e2 in zip(ema.tensors, ck["ema"]):
+                self.assertTrue(torch.equal(e, e2.float()), name)
+            for p, p2 in zip(params, model2.parameters()):
+                self.assertEqual(opt.state[p].keys(), opt2.state[p2].keys(), name)
+                for k, v in opt.state[p].items():
+                    v2 = opt2.state[p2][k]
+                    self.assertTrue(torch.equal(torch.as_tensor(v), torch.as_tensor(v2)), (name, k))
+                    if torch.is_tensor(v):
+                        self.assertEqual(v.dtype, v2.dtype, (name, k))
+
 
 class Usage(unittest.TestCase):
     def test_bad_options_are_usage_errors(self):
@@ -188,6 +231,7 @@ class Usage(unittest.TestCase):
         argv = sys.argv
         try:
             for args in (["--total-steps", "10"],   # no checkpoint for the next stretch
+                         ["--ckpt-every", "5"], ["--ckpt-every", "-1", "--ckpt", "run.pt"],
                          ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"],
                          ["--ckpt", os.path.join("no-such-folder", "run.pt")]):
                 sys.argv = ["train.py", *args]
@@ -214,11 +258,26 @@ def run_train(*args):
         sys.argv = argv
 
 
+def assert_same_state(test, one, two):
+    """Two checkpoints hold the same training state: weights, averages, optimizer state."""
+    for k, v in one["model"].items():
+        test.assertTrue(torch.equal(v, two["model"][k]), k)
+    test.assertEqual(len(one["ema"]), len(two["ema"]))
+    for i, (e, e2) in enumerate(zip(one["ema"], two["ema"])):
+        test.assertTrue(torch.equal(e, e2), i)
+    test.assertEqual(one["opt"]["param_groups"], two["opt"]["param_groups"])
+    for p, state in one["opt"]["state"].items():
+        for name, v in state.items():
+            test.assertTrue(torch.equal(v, two["opt"]["state"][p][name]), (p, name))
+
+
 class Resume(unittest.TestCase):
     """A run in stretches (stopped by its budget, then by --steps, each resumed from the
     checkpoint) ends bit for bit where the unbroken run ends: the same weights, averages and
     optimizer state, with dropout, a decaying schedule, and evaluations (which draw random
-    numbers and switch the model to eval mode) after every step of the unbroken run only."""
+    numbers and switch the model to eval mode) after every step of the unbroken run only.
+    With --ckpt-every 2 too, from half checkpoints, and with a stretch stopped between
+    checkpoints, as a killed process stops."""
     TOTAL = 6
 
     def recipe(self, d, *extra):
@@ -246,18 +305,24 @@ class Resume(unittest.TestCase):
         self.assertTrue(os.path.exists(export))
         return torch.load(ckpt)
 
+    def between_checkpoints(self, d, *extra):
+        """The run in stretches with --ckpt-every 2 (in extra): out of time after step 1, the
+        first trains on to step 2; the second, evaluating after every step, stops at step 5,
+        between checkpoints, as if killed there: the checkpoint stays at step 4, and the
+        third repeats step 5."""
+        ckpt = os.path.join(d, "stretches.pt")
+        args = [*self.recipe(d, *extra), "--ckpt", ckpt]
+        run_train(*args, "--minutes", "1e-6", "--eval-every", "100")
+        self.assertEqual(torch.load(ckpt)["step"], 2)
+        run_train(*args, "--steps", "5", "--eval-every", "0")
+        self.assertEqual(torch.load(ckpt)["step"], 4)
+        run_train(*args, "--eval-every", "100")
+        return torch.load(ckpt)
+
     def assert_same_training(self, one, three):
         self.assertEqual((one["step"], three["step"]), (self.TOTAL, self.TOTAL))
-        for k, v in one["model"].items():
-            self.assertTrue(torch.equal(v, three["model"][k]), k)
-        self.assertEqual(len(one["ema"]), len(three["ema"]))
-        for i, (e, e3) in enumerate(zip(one["ema"], three["ema"])):
-            self.assertTrue(torch.equal(e, e3), i)
-        self.assertEqual(one["opt"]["param_groups"], three["opt"]["param_groups"])
+        assert_same_state(self, one, three)
         self.assertAlmostEqual(one["opt"]["param_groups"][0]["lr"], 0.01 / 3)   # the last step's, decaying
-        for p, state in one["opt"]["state"].items():
-            for name, v in state.items():
-                self.assertTrue(torch.equal(v, three["opt"]["state"][p][name]), (p, name))
 
     def test_linear_with_dropout(self):
         self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
@@ -273,6 +338,48 @@ class Resume(unittest.TestCase):
         extra = ["--attention", "softmax", "--dropout", "0.1", "--attn-dropout", "0.1", "--optimizer", "radam"]
         with tempfile.TemporaryDirectory() as d:
             self.assert_same_training(self.unbroken(d, "one.pt", *extra), self.in_stretches(d, *extra))
+
+    def test_half_checkpoints_resume_bit_for_bit(self):
+        # the state rounded to the half checkpoint at every checkpoint step, in the unbroken
+        # run as in the stretches: linear with dropout, softmax with attention dropout too,
+        # under AdamW and RAdam
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        for extra in (["--dropout", "0.1"], ["--attention", "softmax", "--dropout", "0.1", "--attn-dropout", "0.1"]):
+            for opt in ("adamw", "radam"):
+                args = [*extra, "--optimizer", opt, "--ckpt-half", "--ckpt-every", "2"]
+                with self.subTest(args=args), tempfile.TemporaryDirectory() as d:
+                    one = self.unbroken(d, "one.pt", *args)
+                    self.assertEqual(one["model"]["head.weight"].dtype, torch.float16)
+                    self.assert_same_training(one, self.between_checkpoints(d, *args))
+
+    def test_full_checkpoints_every_k_steps(self):
+        # without --ckpt-half, --ckpt-every moves only where the checkpoints are written: the
+        # stretches train as the unbroken run without it, on float32 weights never rounded
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one = self.unbroken(d, "one.pt", "--dropout", "0.1")
+            three = self.between_checkpoints(d, "--dropout", "0.1", "--ckpt-every", "2")
+            self.assert_same_training(one, three)
+            self.assertFalse(all(torch.equal(v, v.half().float()) for v in three["model"].values()))
+
+
+class HalfDataParallel(unittest.TestCase):
+    def test_every_process_rounds_its_state(self):
+        # two processes (test_ddp's launcher): each rounds its own copy of the state at the
+        # checkpoint steps, so that the run stopped at step 3 (the checkpoint stays at 2) and
+        # resumed ends as the unbroken one; rounded on rank 0 alone, the copies would part
+        import test_ddp
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one, two = os.path.join(d, "one.pt"), os.path.join(d, "two.pt")
+            half = ["--ckpt-half", "--ckpt-every", "2", "--dropout", "0.1", "--ema", "0.9"]
+            test_ddp.train(2, 4, 4, os.path.join(d, "one.bin"), ["--ckpt", one, *half])
+            test_ddp.train(2, 4, 3, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            self.assertEqual(torch.load(two)["step"], 2)
+            test_ddp.train(2, 4, 4, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            a, b = torch.load(one), torch.load(two)
+            self.assertEqual((a["step"], b["step"]), (4, 4))
+            assert_same_state(self, a, b)
 
 
 if __name__ == "__main__":

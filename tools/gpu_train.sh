@@ -17,13 +17,31 @@
 # folders of their own (e.g. models/cifar*.bin in .stage4, models/mnist*.bin in .stage5, with
 # INIT=.stage4 or INIT=.stage5 at start). CIFAR-10 fits in three such folders:
 #   .stage1 (cifar-10/data_batch_{1,2}.bin.gz), .stage2 (3, 4), .stage3 (5 and test_batch)
-# A run longer than one machine's loan: each start resumes from INIT/NAME.ckpt.pt if there is
-# one (train.py --ckpt, saved at half precision: about 6 bytes a parameter, 38 MB for MNIST);
-# CKPT=1 before finish brings the checkpoint back too (parts NAME.ckpt.pt.part*; one run's fit
-# in what a command returns). --minutes counts the whole run: each start gives the minutes
-# trained so far plus those to add; with --total-steps N it is each start's own, and every
-# start is the same command (train.py --help). Resumes are bit for bit only from a full
-# checkpoint: --ckpt-half, which this script passes, resumes to its rounding.
+# A run longer than one machine's loan: each start resumes from INIT/RUN.ckpt.pt (RUN: NAME or
+# NAME.TAG), whole or in the parts RUN.ckpt.pt.part* that finish brings back, if there is one
+# (train.py --ckpt --ckpt-half: 8 bytes a parameter, 48.6 MiB for MNIST; CIFAR-10's 97 MiB fit
+# no call). CKPT=1 before finish brings one run's checkpoint back too, with its model file 61 of
+# the 64 MiB a call returns (ONLY=NAME picks the run). --minutes counts the whole run: each
+# start gives the minutes trained so far plus those to add; with --total-steps N it is each
+# start's own, and every start is the same command (train.py --help). Pass --ckpt-every K too:
+# resumes are then bit for bit (train.py rounds its state to the half checkpoint's at every
+# K-th step, and a stretch out of its minutes trains on to the next, up to K steps more); without
+# it a resume continues from the checkpoint's rounding. SCRATCH=1 before start: no --init.
+# A run from scratch in stretches: the same calls each stretch, one model a machine, its
+# checkpoint in a folder that .git/info/exclude ignores (here .ckpt/, empty at first), the MNIST
+# files in .data/mnist. 937,500 steps are the paper's 250 epochs at batch 16; a stretch of 22
+# minutes stops within 2,500 steps of them (about 15 s at models/README.md's speeds). MNIST linear:
+#   1. carry .data:  bash tools/gpu_train.sh stage
+#   2. carry .ckpt:  INIT=.ckpt SCRATCH=1 ONLY=mnist bash tools/gpu_train.sh start mnist 22 \
+#        --total-steps 937500 --ckpt-every 2500 --optimizer radam --clip-mode per-tensor \
+#        --lr 1e-4 --batch 16 --warmup 0 --decay 0.2 --dropout 0.1 --ema 0.999 \
+#        --mixed-attention --compile-mode reduce-overhead
+#   3. bash tools/gpu_train.sh watch 540, twice
+#   4. ONLY=mnist CKPT=1 bash tools/gpu_train.sh finish mnist 560
+#   5. here, once the parts came back: rm .ckpt/mnist.ckpt.pt*; cp FILES_AT/mnist.ckpt.pt.part* .ckpt/
+# until a stretch logs "final": then mnist.bin.part00 holds the model. MNIST softmax: ONLY=
+# mnist-softmax in 2, 4 and 5 (.ckpt/mnist-softmax.ckpt.pt*), and in 2 --attn-dropout 0.1
+# added, --mixed-attention left out. AdamW: --optimizer adamw --clip-mode global --warmup 500.
 # MPS=1 before start shares the GPU through MPS: two MNIST runs 1,663 + 1,631 images/s against
 # 3,090 for one alone (without MPS the runs take turns and lose about a third).
 # NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
@@ -62,13 +80,19 @@ start)
   fi
   for name in $(names $ds); do
     att=linear; [ ${name#*-} = softmax ] && att=softmax
-    d=$RUN/$name${TAG:+.$TAG}; rm -rf $d; mkdir -p $d
-    # the starting weights: models/NAME.bin of the working tree, or of the folder $INIT
-    init=${INIT:-models}/$name.bin; [ -f $init ] && cp $init $d/init.bin
-    [ -f ${INIT:-models}/$name.ckpt.pt ] && cp ${INIT:-models}/$name.ckpt.pt $d/ckpt.pt
+    r=$name${TAG:+.$TAG} src=${INIT:-models}; d=$RUN/$r; rm -rf $d; mkdir -p $d
+    # the starting weights, unless SCRATCH=1: models/NAME.bin of the working tree, or of the folder $INIT
+    init=""; if [ "${SCRATCH:-0}" != 1 ]; then
+      init="--init $d/init.bin"; [ -f $src/$name.bin ] && cp $src/$name.bin $d/init.bin
+    fi
+    # the checkpoint to resume from: $INIT/RUN.ckpt.pt, whole or in the parts that finish brings back
+    if [ -f $src/$r.ckpt.pt ]; then cp $src/$r.ckpt.pt $d/ckpt.pt
+    elif ls $src/$r.ckpt.pt.part* > /dev/null 2>&1; then cat $src/$r.ckpt.pt.part* > $d/ckpt.pt; fi
+    from="no checkpoint, step 0"; [ -f $d/ckpt.pt ] && from="resumes from $src/$r.ckpt.pt"
+    echo "$r: $from${init:+, init $src/$name.bin$([ -f $d/init.bin ] || echo ": none, new weights")}"
     launch=python3; [ ${NPROC:-1} -gt 1 ] && launch="python3 -m torch.distributed.run --standalone --nproc_per_node=$NPROC"
     PYTHONUNBUFFERED=1 setsid nohup $launch scripts/train.py --dataset $ds --attention $att \
-      --data $DATA --init $d/init.bin --export $d/$name.bin --snapshot $d/snapshot.bin \
+      --data $DATA $init --export $d/$name.bin --snapshot $d/snapshot.bin \
       --ckpt $d/ckpt.pt --ckpt-half --log-file $d/log.jsonl --minutes $minutes --compile "$@" \
       > $d/stdout.txt 2>&1 < /dev/null &
   done
@@ -84,10 +108,14 @@ finish)
     busy=0; for d in $(runs $ds); do pgrep -f "export $d/" > /dev/null && busy=1; done
     [ $busy = 0 ] && break; sleep 10
   done
+  took=""
   for d in $(runs $ds); do  # the final model, or the last snapshot if the run did not end
     r=$(basename $d); f=$d/${r%%.*}.bin; [ -f $f ] || f=$d/snapshot.bin
+    if [ "${CKPT:-0}" = 1 ]; then   # one run a call: an MNIST checkpoint and model file fill 61 of 64 MiB
+      [ -n "$took" ] && echo "$r: left on the machine (CKPT=1: one run a call): ONLY=${r%%.*} CKPT=1 finish $ds" && continue
+      took=$r; [ -f $d/ckpt.pt ] && split -b 15M -d $d/ckpt.pt $OUT/$r.ckpt.pt.part
+    fi
     [ -f $f ] && split -b 15M -d $f $OUT/$r.bin.part
-    [ "${CKPT:-0}" = 1 ] && [ -f $d/ckpt.pt ] && split -b 15M -d $d/ckpt.pt $OUT/$r.ckpt.pt.part
   done ;;
 esac
 for d in $RUN/*/; do [ -d "$d" ] || continue
@@ -96,3 +124,7 @@ done
 [ -d $RUN ] && tar czf $OUT/logs.tgz -C $RUN $(cd $RUN && ls -d */log.jsonl */stdout.txt 2>/dev/null)
 pgrep -fa scripts/train.py | grep -o 'attention [a-z]* --data [^ ]*\|export [^ ]*' | paste - - || echo "no training running"
 nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+if [ -n "${OUT:-}" ]; then   # what comes back: at most 8 files of 16 MiB, 64 MiB in all
+  find $OUT -type f -printf '%s\n' | awk '{n++; s += $1} END {
+    printf "%d files, %.1f MiB to bring back%s\n", n, s / 2^20, (n > 8 || s > 2^26) ? ": TOO MUCH, some will not come" : "" }'
+fi
