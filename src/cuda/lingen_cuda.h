@@ -46,8 +46,8 @@ typedef struct {
  * gpu_model.c): rows of [2][K] head outputs, `stride` floats apart in got, each value within
  * CANARY_TOL of the CPU's (relative to max(|CPU's|, 1)). 0, or -1 and a message naming the row,
  * the position, the output and both numbers. The tolerance: float32 sums in another order move
- * these outputs by about 1e-6, while a single pair of query rows exchanged in layer 0 moves
- * position 1's by several 1e-4 (at position 1 the queries only weigh two keys). */
+ * these outputs by a small fraction of it, while a single pair of query rows exchanged in layer
+ * 0 moves position 1's by several times it (there the queries only weigh two keys). */
 #define CANARY_TOKEN 77
 #define CANARY_TOL 1e-4
 int gpu_canary_check(const float *cpu, const float *got, int rows, size_t stride, int K, Err *e);
