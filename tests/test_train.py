@@ -372,7 +372,8 @@ class HalfDataParallel(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
         with tempfile.TemporaryDirectory() as d:
             one, two = os.path.join(d, "one.pt"), os.path.join(d, "two.pt")
-            half = ["--ckpt-half", "--ckpt-every", "2", "--dropout", "0.1", "--ema", "0.9"]
+            # no evaluation on the clock: a loaded machine would otherwise start one mid-run
+            half = ["--ckpt-half", "--ckpt-every", "2", "--dropout", "0.1", "--ema", "0.9", "--eval-every", "1000"]
             test_ddp.train(2, 4, 4, os.path.join(d, "one.bin"), ["--ckpt", one, *half])
             test_ddp.train(2, 4, 3, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
             self.assertEqual(torch.load(two)["step"], 2)
