@@ -150,23 +150,22 @@ static Kernel kernel(const Model *m, Packed w, const RunState *s, int T) {
     return plan_kernel(&m->plan, c, T, s->B, s->exact);
 }
 
+Kernel transformer_products(const Model *m, int B, int T, int exact) {
+    if (m->cfg.n_layers == 0) return KERNEL_F32;
+    RunState s = {.B = B, .exact = exact};
+    return kernel(m, m->layers[0].qkv_w, &s, T);
+}
+
 /* Whether this call's products take bfloat16 inputs rounded by the loops that write them: a
  * step with bfloat16 products (the rounding is the products' own, so the numbers are the same). */
 static int rounds_inputs(const Model *m, const RunState *s, int T) {
-    if (m->cfg.n_layers == 0) return 0;
-    Kernel k = kernel(m, m->layers[0].qkv_w, s, T);
+    Kernel k = transformer_products(m, s->B, T, s->exact);
     return k == KERNEL_BF16 || k == KERNEL_AMX_BF16;
 }
 
 Kernel transformer_step_kernel(const Model *m, Packed w, int B) {
     RunState s = {.B = B};
     return kernel(m, w, &s, 1);
-}
-
-Kernel transformer_products(const Model *m, int B, int T, int exact) {
-    if (m->cfg.n_layers == 0) return KERNEL_F32;
-    RunState s = {.B = B, .exact = exact};
-    return kernel(m, m->layers[0].qkv_w, &s, T);
 }
 
 Kernel transformer_step_products(const Model *m, int B) { return transformer_products(m, B, 1, 0); }
