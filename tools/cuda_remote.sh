@@ -52,7 +52,7 @@ echo "launch: $LINGEN_LAUNCH"
 read -r -a launch <<< "$LINGEN_LAUNCH"
 "${launch[@]}" "$pack/lingen" --help 2>&1 | head -2
 
-step "GPU tests (tests/cuda/run_tests.sh)" 150 env TEST_TIMEOUT=120 bash "$pack/tests/cuda/run_tests.sh" . "$pack"
+step "GPU tests (tests/cuda/run_tests.sh)" 480 env TEST_TIMEOUT=450 bash "$pack/tests/cuda/run_tests.sh" . "$pack"
 step "benchmark (scripts/bench_cuda.sh)" 150 bash "$pack/scripts/bench_cuda.sh" . "$pack"
 step "sample --device cuda, MNIST, 4096 at once" 20 "${launch[@]}" "$pack/lingen" sample --device cuda -n 4096 --batch 4096 -o /tmp/lingen_mnist_4096.png
 step "sample --device cuda, MNIST, 16" 10 "${launch[@]}" "$pack/lingen" sample --device cuda -n 16 -o "$out/mnist_16.png"

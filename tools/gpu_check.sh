@@ -7,12 +7,14 @@
 #          move models/*.bin out of the working tree for the calls (git checkout -- models after)
 #   There: bash tools/gpu_check.sh PART     (carry .dev/sysroot and .dev/carry-a or -b, and tools)
 # PART:
+#   load  (carry .dev/carry-a) only gathers the models and data: then b within the idle release
 #   a  (carry .dev/carry-a: mnist.bin, mnist-softmax.bin, cifar.bin, MNIST's test set, CIFAR-10's
 #      first 20 test images) the build, the GPU against the CPU on MNIST (bits/dim, grids byte
-#      for byte), the CPU images of 17cb386's engine against this one (AMX, bf16, int8), and
-#      make test-cuda for the models present
-#   b  (carry .dev/carry-b: cifar-softmax.bin, CIFAR-10's full test set, after a) make test-cuda
-#      with all four models, the four full test sets on the GPU, make bench-cuda
+#      for byte), the CPU images of 17cb386's engine against this one (AMX, bf16, int8)
+#   b  (carry .dev/carry-b: cifar-softmax.bin, CIFAR-10's full test set, after load or a) make
+#      test-cuda with all four models
+#   c  (after b, nothing to carry) the four full test sets on the GPU, liblingen's tests on the
+#      GPU, make bench-cuda
 # Everything goes to $OUT (logs, grids, test_cuda's report).
 set -u
 part=${1:-a}
@@ -35,6 +37,7 @@ PY
 fi
 exec > >(tee "$OUT/gpu_check_$part.log") 2>&1
 . "$(dirname "$0")/gpu_env.sh"
+[ "$part" = load ] && exit 0
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 grep -m1 "model name" /proc/cpuinfo; grep -o -w 'avx512f\|avx512_bf16\|avx512_vnni\|amx_tile' /proc/cpuinfo | sort | uniq -c
@@ -61,14 +64,13 @@ if [ "$part" = a ]; then
         done
     done
     (cd /root/old && ./lingen eval bits-per-dim --limit 50 | grep "^bits"); ./lingen eval bits-per-dim --limit 50 | grep "^bits"
-    echo "== make test-cuda (cifar-softmax.bin comes with part b)"
-    timeout 300 make test-cuda > "$OUT/test_cuda_a.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_a.txt" | cut -c1-330
-else
+elif [ "$part" = b ]; then
     echo "== make test-cuda"
-    timeout 420 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
+    timeout 560 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
+else
     echo "== the full test sets on the GPU"
     for m in mnist mnist-softmax cifar cifar-softmax; do
-        /usr/bin/time -f "%e s" timeout 200 ./lingen eval bits-per-dim --device cuda --model $m 2>&1 | grep -vE "^\s*$" | tail -3
+        /usr/bin/time -f "%e s" timeout 200 ./lingen eval bits-per-dim --device cuda --model $m 2>&1 | grep -E "^(bits/dim|paper|speed)|rror"
     done
     echo "== liblingen on the GPU (tests/lib/test_lib.c --quick against this build's lingen)"
     make -j16 CUDA=1 lib > "$OUT/lib_build.log" 2>&1; echo "make CUDA=1 lib: exit $?"

@@ -9,7 +9,7 @@ set -u
 . "$(dirname "$0")/common.sh"
 
 echo "== test_cuda (head outputs, bits/dim, sampler, generation)"
-if timeout "${TEST_TIMEOUT:-150}" "${launch[@]}" "$bin/test_cuda" "$root"; then ok "test_cuda"; else bad "test_cuda (exit $?)"; fi
+if timeout "${TEST_TIMEOUT:-450}" "${launch[@]}" "$bin/test_cuda" "$root"; then ok "test_cuda"; else bad "test_cuda (exit $?)"; fi
 
 echo "== lingen --device cuda"
 if timeout 60 "${launch[@]}" "$lingen" sample --device cuda --model "$tiny" -n 6 --batch 4 -o "$tmp/s.png" && [ -s "$tmp/s.png" ]; then

@@ -37,10 +37,13 @@
 /* A trained model has positions where float32 itself is ill-conditioned (a softmax model's
  * peaked attention over large scores): there the CPU's own step and parallel forms differ by
  * more than TOL, and so does float32 PyTorch from float64. A shipped model's head outputs pass
- * when all but 1 in MODEL_SHARE are within TOL (relative to max(|x|, 1)) of the CPU's and none
- * is farther than SPREAD_FACTOR times the CPU's own step-to-parallel spread (the GPU's products
- * split their inputs into two halves, 2^-22 of |x| against float32's 2^-24). */
+ * when no more values are beyond TOL (relative to max(|x|, 1)) of the CPU's than 1 in
+ * MODEL_SHARE or SHARE_FACTOR times as many as the CPU's step form has from its parallel form,
+ * and none is farther than SPREAD_FACTOR times the CPU's own step-to-parallel spread (the GPU's
+ * products split their inputs into two halves, 2^-22 of |x| against float32's 2^-24). A weight
+ * laid out wrongly moves nearly every value, and the golden fixtures hold every form to TOL. */
 #define MODEL_SHARE 1000
+#define SHARE_FACTOR 2
 #define SPREAD_FACTOR 16
 /* One image's bits/dim: the sharpest model (cifar-softmax.bin) moves an image's figure by about
  * 1e-4 with the order of float32 sums alone (its CPU mean over 4 images moved by 1.7e-5 between
@@ -196,8 +199,10 @@ static void check_forms(const Golden *Gp, const char *name) {
     char cpu_forms[160];
     snprintf(cpu_forms, sizeof cpu_forms, "%s: the CPU's step form against its parallel form", name);
     double spread = max_diff(cpu1, cpu, n);
+    size_t cpu_beyond = n_beyond(cpu1, cpu, n, TOL);
     if (G.ref) check(spread <= TOL, cpu_forms, "max |step - parallel| %.2e (tolerance %.0e)", spread, TOL);
-    else printf("info %-48s max |step - parallel| %.2e\n", cpu_forms, spread);
+    else printf("info %-48s max |step - parallel| %.2e, %zu of %zu values beyond %.0e relative\n", cpu_forms, spread,
+                cpu_beyond, n, TOL);
     int N = G.T, third = N / 3;
     const struct { const char *form; int pieces[3], n; } forms[] = {
         {"step form", {1}, 1},
@@ -224,11 +229,12 @@ static void check_forms(const Golden *Gp, const char *name) {
         if (dc > TOL) worst_place(got, cpu, cpu1, G.B, G.T, G.K, where, sizeof where);
         if (G.ref) check(dr <= TOL && dc <= TOL, label, "max |GPU - PyTorch| %.2e, |GPU - CPU| %.2e (tolerance %.0e)%s", dr, dc, TOL, where);
         else {   /* a shipped model: see MODEL_SHARE */
-            size_t beyond = n_beyond(got, cpu, n, TOL);
+            size_t beyond = n_beyond(got, cpu, n, TOL), allowed = n / MODEL_SHARE;
+            if (SHARE_FACTOR * cpu_beyond > allowed) allowed = SHARE_FACTOR * cpu_beyond;
             double bound = fmax(TOL, SPREAD_FACTOR * spread);
-            check(dc <= bound && beyond * MODEL_SHARE <= n, label,
-                  "max |GPU - CPU| %.2e (bound %.2e), %zu of %zu values beyond %.0e relative%s", dc, bound, beyond, n, TOL,
-                  where);
+            check(dc <= bound && beyond <= allowed, label,
+                  "max |GPU - CPU| %.2e (bound %.2e), %zu of %zu values beyond %.0e relative (allowed %zu)%s", dc, bound,
+                  beyond, n, TOL, allowed, where);
         }
     }
     free(got);
