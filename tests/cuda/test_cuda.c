@@ -3,7 +3,7 @@
  *      the golden fixtures (scripts/make_fixtures.py) against the reference and the CPU, and
  *      the four shipped models on two test images against the CPU (MODEL_SHARE);
  *   2. bits/dim of test images (parallel and step form) equal to the CPU's to 1e-4, each image
- *      to 3e-4: 100 MNIST and 10 CIFAR-10 images;
+ *      to 3e-4 or as close as the CPU's own two forms (IMAGE_TOL): 100 MNIST, 10 CIFAR-10 images;
  *   3. the GPU sampler: the same draws as dmol_sample from the same streams, and a chi-square
  *      test of its draws against dmol_pmf (with a control that the test rejects a wrong PMF);
  *   4. generate() and a completion on the GPU against the CPU's float32 products: the same
@@ -45,10 +45,14 @@
 #define MODEL_SHARE 1000
 #define SHARE_FACTOR 2
 #define SPREAD_FACTOR 16
-/* One image's bits/dim: the sharpest model (cifar-softmax.bin) moves an image's figure by about
- * 1e-4 with the order of float32 sums alone (its CPU mean over 4 images moved by 1.7e-5 between
- * runs on 8 and on 32 cores); TF32 products, a real loss of precision, move it by 1.4e-3. */
+/* One image's bits/dim: the GPU's within IMAGE_TOL of the CPU's, or, where float32 itself moves
+ * an image's figure more (the sharpest model, cifar-softmax.bin, whose CPU step and parallel
+ * forms part by more than IMAGE_TOL on some images), within IMAGE_SPREAD_FACTOR times the CPU's
+ * own step-to-parallel difference on the images beyond IMAGE_TOL, computed in the same run when
+ * needed (a softmax step form reads its whole KV cache at every position: those images only).
+ * TF32 products, a real loss of precision, move that model's figures farther still. */
 #define IMAGE_TOL 3e-4
+#define IMAGE_SPREAD_FACTOR 3
 
 static int n_failed, n_checks;
 static const char *root = ".";
@@ -114,6 +118,16 @@ static double max_diff(const float *a, const float *b, size_t n) {
     double w = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
+        if (!(d <= w)) w = d;
+    }
+    return w;
+}
+
+/* Max |a - b| over n doubles; NaN anywhere makes it NaN (so it fails). */
+static double max_abs_diff(const double *a, const double *b, int n) {
+    double w = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
         if (!(d <= w)) w = d;
     }
     return w;
@@ -297,22 +311,36 @@ static void test_bits(const char *model_rel, int n_imgs, int batch, int step_for
     double t_gpu = now_seconds() - t0;
     if (rc < 0) check(0, label, "%s", e.msg);
     else {
-        double worst = 0, mc, mg, se;
-        for (int i = 0; i < ds.n; i++) {
-            double d = fabs(cpu[i] - gpu[i]);
-            if (!(d <= worst)) worst = d;
+        double worst = max_abs_diff(cpu, gpu, ds.n), bound = IMAGE_TOL, mc, mg, se;
+        char own[96] = "";
+        if (worst > IMAGE_TOL) {   /* how far the CPU's own two forms part on the images beyond it */
+            int T = m.cfg.seq_len, k = 0;
+            unsigned char *far = xmalloc((size_t)ds.n * T);
+            double *par = xcalloc(ds.n, sizeof(double)), *step = xcalloc(ds.n, sizeof(double));
+            for (int i = 0; i < ds.n; i++)
+                if (!(fabs(cpu[i] - gpu[i]) <= IMAGE_TOL)) {
+                    memcpy(far + (size_t)k * T, ds.images + (size_t)i * T, T);
+                    par[k++] = cpu[i];
+                }
+            if (evaluate_bits_per_dim(&m, DEVICE_CPU, far, k, 16, 1, step, NULL, NULL, NULL, &e) == k) {
+                double spread = max_abs_diff(par, step, k);
+                bound = fmax(IMAGE_TOL, IMAGE_SPREAD_FACTOR * spread);
+                snprintf(own, sizeof own, ", bound %.2e: the CPU's step form %.2e from its parallel form there", bound,
+                         spread);
+            }
+            free(far);
+            free(par);
+            free(step);
         }
         mean_and_stderr(cpu, ds.n, &mc, &se);
         mean_and_stderr(gpu, ds.n, &mg, &se);
-        check(fabs(mc - mg) <= TOL && worst <= IMAGE_TOL && ds.n == n_imgs, label,
-              "CPU %.6f GPU %.6f, max per-image diff %.2e (%d images; CPU %.2f s, GPU %.2f s)", mc, mg, worst, ds.n,
-              t_cpu, t_gpu);
+        check(fabs(mc - mg) <= TOL && worst <= bound && ds.n == n_imgs, label,
+              "CPU %.6f GPU %.6f, max per-image diff %.2e%s (%d images; CPU %.2f s, GPU %.2f s)", mc, mg, worst, own,
+              ds.n, t_cpu, t_gpu);
         if (!step_form) {   /* not a check: how far TF32 tensor cores (LINGEN_CUDA_TF32) would move it */
             setenv("LINGEN_CUDA_TF32", "1", 1);
             if (evaluate_bits_per_dim(&m, DEVICE_CUDA, ds.images, ds.n, batch, 0, gpu, NULL, NULL, NULL, &e) == ds.n) {
-                worst = 0;
-                for (int i = 0; i < ds.n; i++)
-                    if (!(fabs(cpu[i] - gpu[i]) <= worst)) worst = fabs(cpu[i] - gpu[i]);
+                worst = max_abs_diff(cpu, gpu, ds.n);
                 mean_and_stderr(gpu, ds.n, &mg, &se);
                 printf("info %-48s TF32 GEMMs: GPU %.6f, max per-image diff %.2e from the CPU\n", label, mg, worst);
             }
