@@ -9,7 +9,7 @@
  * every layer in turn (the weights stream from memory, as in a step), then over layer 0 alone
  * (its weights stay in the caches), then each product by itself, and last a parallel loop of
  * empty items (what a loop's start and end cost). A product runs on the kernel a step of ROWS
- * images takes (transformer_step_kernel: 8-bit weights, AMX tiles, AVX512-BF16, float32). */
+ * images takes (transformer_kernel: 8-bit weights, AMX tiles, AVX512-BF16, float32). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +24,14 @@
 
 typedef struct { const char *name; Kernel k; Packed W; const float *b; int n_in, n_out, act; } Product;
 
-/* The layer's products on the kernels a step of `rows` images takes (transformer_step_kernel). */
+/* The layer's products on the kernels a step of `rows` images takes (transformer_kernel). */
 static void layer_products(const Model *m, int l, int rows, Product p[4]) {
     const LayerWeights *w = &m->layers[l];
     int d = m->cfg.d, ff = m->cfg.d_ff, act = m->cfg.gelu ? MATMUL_GELU : MATMUL_RELU;
-    p[0] = (Product){"qkv", transformer_step_kernel(m, w->qkv_w, rows), w->qkv_w, w->qkv_b, d, 3 * d, MATMUL_NONE};
-    p[1] = (Product){"out", transformer_step_kernel(m, w->out_w, rows), w->out_w, w->out_b, d, d, MATMUL_NONE};
-    p[2] = (Product){"ff1", transformer_step_kernel(m, w->ff1_w, rows), w->ff1_w, w->ff1_b, d, ff, act};
-    p[3] = (Product){"ff2", transformer_step_kernel(m, w->ff2_w, rows), w->ff2_w, w->ff2_b, ff, d, MATMUL_NONE};
+    p[0] = (Product){"qkv", transformer_kernel(m, w->qkv_w, rows, 1, 0), w->qkv_w, w->qkv_b, d, 3 * d, MATMUL_NONE};
+    p[1] = (Product){"out", transformer_kernel(m, w->out_w, rows, 1, 0), w->out_w, w->out_b, d, d, MATMUL_NONE};
+    p[2] = (Product){"ff1", transformer_kernel(m, w->ff1_w, rows, 1, 0), w->ff1_w, w->ff1_b, d, ff, act};
+    p[3] = (Product){"ff2", transformer_kernel(m, w->ff2_w, rows, 1, 0), w->ff2_w, w->ff2_b, ff, d, MATMUL_NONE};
 }
 
 static float *x, *out;
@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     matmul_round_bf16(x16, x, (int)((size_t)rows * (c->d_ff > c->d ? c->d_ff : c->d)));
     double flops_layer = 2.0 * rows * (4.0 * c->d * c->d + 2.0 * c->d * c->d_ff);
     printf("%s: %d rows, %d threads, %s products\n", path, rows, threads_count(),
-           plan_kernel_name(transformer_step_products(&m, rows)));
+           plan_kernel_name(transformer_products(&m, rows, 1, 0)));
     for (int hot = 0; hot <= 1; hot++) {
         double t = 0;
         for (int pass = 0; pass < 2; pass++) {   /* the first warms up */

@@ -236,11 +236,11 @@ static void test_int8_batch(void **st) {
     assert_true(K <= K_MAX);
     assert_int_equal(m.plan.q8_batch, INT_MAX);
     assert_non_null(m.layers[0].qkv_w.q8);
-    assert_int_equal(transformer_step_products(&m, 64), KERNEL_INT8);
+    assert_int_equal(transformer_products(&m, 64, 1, 0), KERNEL_INT8);
     float a[P * K_MAX], b[P * K_MAX], c[P * K_MAX], d[P * K_MAX], f[P * K_MAX];
     m.plan.q8_batch = 1;
-    assert_int_equal(transformer_step_products(&m, 1), KERNEL_INT8);
-    assert_int_not_equal(transformer_step_products(&m, 2), KERNEL_INT8);
+    assert_int_equal(transformer_products(&m, 1, 1, 0), KERNEL_INT8);
+    assert_int_not_equal(transformer_products(&m, 2, 1, 0), KERNEL_INT8);
     first_steps(&m, 1, P, a);   /* 8-bit */
     first_steps(&m, 2, P, b);   /* not */
     m.plan.q8_batch = INT_MAX;
@@ -258,7 +258,7 @@ static void test_int8_batch(void **st) {
     m = load_precision("models/mnist.bin", PRECISION_BF16);
     assert_int_equal(m.plan.q8_batch, 0);
     assert_null(m.layers[0].qkv_w.q8);
-    assert_int_not_equal(transformer_step_products(&m, 1), KERNEL_INT8);
+    assert_int_not_equal(transformer_products(&m, 1, 1, 0), KERNEL_INT8);
     model_free(&m);
 
     m = load_precision("models/mnist.bin", PRECISION_AUTO);   /* float16 weights: the small batches where VNNI is */
@@ -269,13 +269,13 @@ static void test_int8_batch(void **st) {
     assert_true(small >= 0 && small < 64);
     assert_true((m.layers[0].qkv_w.q8 != NULL) == (small > 0));
     assert_null(m.head_w.q8);
-    for (int B = 1; B <= small; B++) assert_int_equal(transformer_step_products(&m, B), KERNEL_INT8);
-    assert_int_equal(transformer_step_products(&m, small + 1), larger);
-    assert_int_equal(transformer_step_products(&m, 64), larger);
+    for (int B = 1; B <= small; B++) assert_int_equal(transformer_products(&m, B, 1, 0), KERNEL_INT8);
+    assert_int_equal(transformer_products(&m, small + 1, 1, 0), larger);
+    assert_int_equal(transformer_products(&m, 64, 1, 0), larger);
     model_free(&m);
     m = load_precision(FIXTURE("tiny-linear-mnist.bin"), PRECISION_AUTO);   /* float32 weights: the steps never on the tiles */
     assert_null(m.layers[0].qkv_w.q8);
-    assert_int_equal(transformer_step_products(&m, 1), KERNEL_F32);
+    assert_int_equal(transformer_products(&m, 1, 1, 0), KERNEL_F32);
     model_free(&m);
 }
 

@@ -145,15 +145,19 @@ static void residual(float *x, const float *y, const float *w, const float *b, i
  * images all take the same kernel. Between runs of other batches images can differ in the last
  * bits of a sum and then in a draw: the tiles' float32 sums of the same bfloat16 products are
  * not vdpbf16ps's, nor the 8-bit weights'. */
-static Kernel kernel(const Model *m, Packed w, const RunState *s, int T) {
+Kernel transformer_kernel(const Model *m, Packed w, int B, int T, int exact) {
     Copies c = {w.bf16 != NULL, w.amx != NULL, w.q8 != NULL};
-    return plan_kernel(&m->plan, c, T, s->B, s->exact);
+    return plan_kernel(&m->plan, c, T, B, exact);
+}
+
+/* The kernel of weight w's product in this call (transformer_kernel). */
+static Kernel kernel(const Model *m, Packed w, const RunState *s, int T) {
+    return transformer_kernel(m, w, s->B, T, s->exact);
 }
 
 Kernel transformer_products(const Model *m, int B, int T, int exact) {
     if (m->cfg.n_layers == 0) return KERNEL_F32;
-    RunState s = {.B = B, .exact = exact};
-    return kernel(m, m->layers[0].qkv_w, &s, T);
+    return transformer_kernel(m, m->layers[0].qkv_w, B, T, exact);
 }
 
 /* Whether this call's products take bfloat16 inputs rounded by the loops that write them: a
@@ -162,13 +166,6 @@ static int rounds_inputs(const Model *m, const RunState *s, int T) {
     Kernel k = transformer_products(m, s->B, T, s->exact);
     return k == KERNEL_BF16 || k == KERNEL_AMX_BF16;
 }
-
-Kernel transformer_step_kernel(const Model *m, Packed w, int B) {
-    RunState s = {.B = B};
-    return kernel(m, w, &s, 1);
-}
-
-Kernel transformer_step_products(const Model *m, int B) { return transformer_products(m, B, 1, 0); }
 
 static void layer_forward(const Model *m, RunState *s, int l, int B, int T, int r16) {
     const Config *c = &m->cfg;

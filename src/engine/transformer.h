@@ -37,12 +37,11 @@ size_t runstate_bytes(const Config *c, int B, int T); /* what runstate_init allo
 /* tokens [B][T] (BOS = 256 at position 0); head outputs for the T positions in s->out [B][T][3M].
  * Requires B <= s->B, T <= s->T and s->n_pos + T <= seq_len. */
 void transformer_forward(const Model *m, RunState *s, const int *tokens, int B, int T);
-/* The kernel a step of a run of batch B takes the layers' products on (plan.h). */
-Kernel transformer_step_products(const Model *m, int B);
-/* The same for a call of T positions of B sequences, exact (every product float32) or not. */
+/* The kernel (plan.h) the product of weight w takes in a call of T positions of B sequences,
+ * exact (every product float32) or not. */
+Kernel transformer_kernel(const Model *m, Packed w, int B, int T, int exact);
+/* The same for the layers' products (all take the same kernel; a step: T = 1, exact = 0). */
 Kernel transformer_products(const Model *m, int B, int T, int exact);
-/* The kernel a step of a run of batch B takes the product of weight w on. */
-Kernel transformer_step_kernel(const Model *m, Packed w, int B);
 /* The inputs of positions t0 .. t0+T-1 for image x [N]: position t sees x[t-1], BOS at 0. */
 void input_tokens(int *tok, const unsigned char *x, int t0, int T);
 
