@@ -201,7 +201,7 @@ $(BUILD)/test_matmul_amx: $(MATMUL_SRC) $(wildcard src/*/*.h tests/*.h) | $(BUIL
 	$(MATMUL_LINK) -DLINGEN_AMX_EMULATE
 
 test-py: $(BUILD)/test_transformer
-	cd tests && $(PYTHON) -m unittest -v test_reference.py test_train.py test_ddp.py
+	cd tests && $(PYTHON) -m unittest -v test_reference.py test_train.py test_ddp.py test_readme_check.py
 
 # Checks too slow for every make test: the CIFAR-10 training smoke test (a tiny model trained,
 # exported, and its float64 reference stepped through 3072 positions in Python).
