@@ -386,6 +386,18 @@ def synced(loss, out_of_time, world):
     return lv, stop > 0
 
 
+def leave(fns):
+    """Leave the process group together, and take it down here, while this process can still
+    wait for it. DistributedDataParallel's reducer (in fns) holds the group too, and the last
+    holder destroys it: the reducer destroys it holding Python's lock, while a gloo thread that
+    has just run a collective may still need that lock to free the collective's tensor (its
+    Python object), and waits for it as the group waits for the thread, forever. So the
+    reducer goes first, and the group's own handle, which waits without Python's lock, last."""
+    dist.barrier()   # a process whose peer has already exited can hang in the teardown
+    fns.clear()
+    dist.destroy_process_group()
+
+
 def evaluate(model, images, batch, device, amp):
     """-> (bits/dim, its standard error), in eval mode (no dropout); the model is left in the
     mode it was in."""
@@ -626,9 +638,8 @@ def main():
         elif saved != step:   # as if killed here: a resume repeats the steps since, as they were
             print(f"step {step} is no checkpoint step (--ckpt-every {a.ckpt_every}): {a.ckpt} stays at step {saved}",
                   file=sys.stderr)
-    if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
-        dist.barrier()
-        dist.destroy_process_group()
+    if world > 1:
+        leave(fns)
     if rank != 0:
         return
     if step < a.total_steps:   # a stretch of the run ends: the next resumes from the checkpoint

@@ -1,7 +1,8 @@
 """Data-parallel training on the CPU: scripts/train.py in two processes (gloo, in the environment
 torchrun gives each process), each reading its half of every global batch, must end with the
 weights of one process trained on the whole global batch, also when the two-process run stops
-half-way and resumes from its checkpoint; modelfile.py exports that checkpoint with its recipe."""
+half-way and resumes from its checkpoint; modelfile.py exports that checkpoint with its recipe.
+The processes leave their group without deadlock."""
 import json
 import os
 import socket
@@ -100,6 +101,28 @@ class DataParallel(unittest.TestCase):
             m3, meta3 = modelfile.load(ck)
             self.assertTrue(all(torch.equal(v, m3.state_dict()[k]) for k, v in w2.items()))
             self.assertEqual((meta3["steps"], meta3["batch"], meta3["recipe"]), ("4", "8", meta2["recipe"]))
+
+
+class Leave(unittest.TestCase):
+    def test_the_group_is_taken_down_without_deadlock(self):
+        # train.leave, 50 times in a row in two processes (ddp_leave.py). The last holder of a
+        # gloo group destroys it; had DistributedDataParallel's reducer been the last, it would
+        # have waited for the group's threads holding Python's lock, which a thread may need to
+        # free the tensor of the collective it has just run: a deadlock, within a few dozen
+        # teardowns on a busy machine
+        with tempfile.TemporaryDirectory() as d:
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+            procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "ddp_leave.py"), d, "50"],
+                                      env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True) for r in range(2)]
+            try:
+                outs = [p.communicate(timeout=600)[0] for p in procs]
+            finally:
+                for p in procs:
+                    p.kill()
+                    p.wait()
+        for r, (p, out) in enumerate(zip(procs, outs)):
+            self.assertEqual((p.returncode, out.strip().splitlines()[-1:]), (0, ["left 50 groups"]), f"rank {r}:\n{out}")
 
 
 if __name__ == "__main__":
