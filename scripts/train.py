@@ -45,6 +45,8 @@ A run from scratch in stretches is one command, repeated until it logs "final" a
 Data-parallel: torchrun starts one process per GPU. Each reads its --batch images of every
 global batch of N x --batch and DistributedDataParallel averages the gradients, so N processes
 train as one process with batch N x --batch would. Rank 0 evaluates, logs and writes the files.
+A process that fails, or waits for the others longer than --dist-timeout, exits with 1 (one
+waiting in an NCCL collective is ended by PyTorch's watchdog), and the others then fail too.
 
 One GPU:  python3 scripts/train.py --dataset mnist --minutes 20 --init models/mnist.bin \\
               --export models/mnist.bin --compile
@@ -52,11 +54,14 @@ N GPUs:   torchrun --standalone --nproc_per_node=N scripts/train.py ARGS   (the 
 CPU (tiny model, seconds): python3 scripts/train.py --tiny --device cpu --steps 20 --limit 64 ...
 """
 import argparse
+import datetime
+import faulthandler
 import json
 import math
 import os
 import sys
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -144,14 +149,18 @@ def parse_args():
                          "but no faster for MNIST at batch 16, where the GPU bounds the step")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="under torchrun: cuda (one GPU per process, NCCL) or cpu (gloo)")
+    ap.add_argument("--dist-timeout", type=float, default=30.0, metavar="MINUTES",
+                    help="several processes: the longest a process waits for the others, in a collective "
+                         "(rank 0's evaluations and checkpoints must fit) or in leaving the group; then it exits "
+                         "with 1 (gloo), or PyTorch's NCCL watchdog ends it (NCCL)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init-scheme", default="normal", choices=["normal", "pytorch"],
                     help="new weights: Linear from N(0, 0.02), zero biases; or nn.Linear's own (the paper's code)")
     a = ap.parse_args()
     if a.ema_every < 1:
         ap.error("--ema-every must be at least 1")
-    if a.minutes <= 0 or a.batch < 1:
-        ap.error("--minutes and --batch must be positive")
+    if a.minutes <= 0 or a.batch < 1 or a.dist_timeout <= 0:
+        ap.error("--minutes, --batch and --dist-timeout must be positive")
     if a.total_steps < 0 or a.steps < 0 or a.warmup < 0 or not 0 <= a.decay <= 1:
         ap.error("--total-steps, --steps and --warmup must be at least 0, --decay within [0, 1]")
     if a.total_steps and not a.ckpt:
@@ -169,19 +178,21 @@ def parse_args():
 
 def setup_distributed(a):
     """-> (rank, number of processes, device). Under torchrun (WORLD_SIZE > 1) each process
-    takes the GPU of its LOCAL_RANK and joins the group through NCCL, or gloo on the CPU."""
+    takes the GPU of its LOCAL_RANK and joins the group through NCCL, or gloo on the CPU; a
+    collective that waits longer than --dist-timeout for the others raises."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, torch.device(a.device)
     for k, v in NO_MULTICAST.items():
         os.environ.setdefault(k, v)
+    timeout = datetime.timedelta(minutes=a.dist_timeout)
     if a.device.startswith("cuda"):
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
-        dist.init_process_group("nccl")
+        dist.init_process_group("nccl", timeout=timeout)
     else:
         dev = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     return dist.get_rank(), world, dev
 
 
@@ -386,16 +397,21 @@ def synced(loss, out_of_time, world):
     return lv, stop > 0
 
 
-def leave(fns):
+def leave(fns, timeout):
     """Leave the process group together, and take it down here, while this process can still
     wait for it. DistributedDataParallel's reducer (in fns) holds the group too, and the last
     holder destroys it: the reducer destroys it holding Python's lock, while a gloo thread that
     has just run a collective may still need that lock to free the collective's tensor (its
     Python object), and waits for it as the group waits for the thread, forever. So the
-    reducer goes first, and the group's own handle, which waits without Python's lock, last."""
+    reducer goes first, and the group's own handle, which waits without Python's lock, last.
+    The barrier waits at most the group's timeout; a teardown that takes longer than `timeout`
+    seconds dumps every thread's stack and exits with 1 (faulthandler's own thread, which
+    needs no Python lock)."""
     dist.barrier()   # a process whose peer has already exited can hang in the teardown
+    faulthandler.dump_traceback_later(timeout, exit=True)
     fns.clear()
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 def evaluate(model, images, batch, device, amp):
@@ -505,8 +521,28 @@ def log(rec, path):
 
 
 def main():
+    """Train; with several processes, any failure (a collective that timed out, or whose peer
+    has gone, included) ends this process with 1 at once: its stack, a line naming the
+    process, and no teardown, which could wait on the lost peers. The peers then fail in
+    their next collective."""
     t_start = time.time()   # a stretch's --minutes count from here
     a = parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return run(a, t_start)
+    try:
+        run(a, t_start)
+    except Exception as e:
+        traceback.print_exc()
+        waited = f" (--dist-timeout {a.dist_timeout:g} minutes)" if "timed out" in str(e).lower() else ""
+        print(f"train.py: process {os.environ.get('RANK', '?')} of {world} stops: {type(e).__name__}: {e}{waited}",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def run(a, t_start):
+    """The training (main's), from a stretch's start at t_start."""
     rank, world, dev = setup_distributed(a)
     torch.manual_seed(a.seed)
     amp = dev.type == "cuda" and a.precision == "bf16"
@@ -639,7 +675,7 @@ def main():
             print(f"step {step} is no checkpoint step (--ckpt-every {a.ckpt_every}): {a.ckpt} stays at step {saved}",
                   file=sys.stderr)
     if world > 1:
-        leave(fns)
+        leave(fns, a.dist_timeout * 60)
     if rank != 0:
         return
     if step < a.total_steps:   # a stretch of the run ends: the next resumes from the checkpoint

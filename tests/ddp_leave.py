@@ -1,6 +1,7 @@
 """One of two processes (RANK 0 or 1) that join a gloo group N times and leave it as
 scripts/train.py does: a DistributedDataParallel step, the loss agreed in an all-reduce of a
-Python tensor (train.synced), then train.leave. Prints "left N groups" at the end.
+Python tensor (train.synced), then train.leave (which exits with 1 after 60 s stuck in the
+teardown). Prints "left N groups" at the end.
 Usage: RANK=r python3 ddp_leave.py FOLDER N   (FOLDER: for the groups' file stores)"""
 import datetime
 import os
@@ -24,5 +25,5 @@ for i in range(n):
     loss = fns[0](torch.randn(2, 4)).sum()
     loss.backward()
     train.synced(loss, False, 2)
-    train.leave(fns)
+    train.leave(fns, 60)
 print(f"left {n} groups", flush=True)

@@ -232,7 +232,7 @@ class Usage(unittest.TestCase):
         try:
             for args in (["--total-steps", "10"],   # no checkpoint for the next stretch
                          ["--ckpt-every", "5"], ["--ckpt-every", "-1", "--ckpt", "run.pt"],
-                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"],
+                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"], ["--dist-timeout", "0"],
                          ["--ckpt", os.path.join("no-such-folder", "run.pt")]):
                 sys.argv = ["train.py", *args]
                 with self.subTest(args=args), contextlib.redirect_stderr(io.StringIO()) as err:
