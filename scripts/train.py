@@ -25,7 +25,8 @@ unrounded state.
 
 How long a run trains:
   --minutes M          the whole run's wall-clock budget, counted across resumes; wsd's decay
-                       follows the time spent. Every process evaluates and exports at its end.
+                       follows the time spent (rank 0's, as of the last budget check).
+                       Every process evaluates and exports at its end.
   --total-steps N      the whole run's length in steps, across resumes; wsd's decay spans its
                        last --decay x N steps, a function of the step alone. Each process (a
                        stretch) trains at most --minutes M, counted from its start (with
@@ -386,15 +387,21 @@ def whole_graph_step(a, loss, model, batch, dev, ema):
                        ema.tensors if ema else None)
 
 
-def synced(loss, out_of_time, world):
-    """The loss over the global batch, and whether any process has spent its budget, on every
-    process (one all-reduce): all processes must stop at the same step."""
-    t = torch.stack([loss.detach().float(), torch.tensor(float(out_of_time), device=loss.device)])
+def synced(loss, clocks, rank, world):
+    """The loss over the global batch, and rank 0's clocks (seconds, in float64), on every
+    process (one all-reduce): what follows from the clocks (whether to stop, the learning rate
+    of a schedule in time) is then the same on every process, which each process's own clocks
+    are not (rank 0's evaluations count in the others', which wait through them).
+    -> (the loss, rank 0's clocks)"""
+    t = torch.zeros(1 + len(clocks), dtype=torch.float64, device=loss.device)
+    t[0] = loss.detach()
+    if rank == 0:
+        t[1:] = torch.tensor(clocks, dtype=torch.float64)
     if world > 1:
         dist.all_reduce(t)
         t[0] /= world
-    lv, stop = t.tolist()
-    return lv, stop > 0
+    lv, *clocks = t.tolist()
+    return lv, clocks
 
 
 def leave(fns, timeout):
@@ -609,11 +616,12 @@ def run(a, t_start):
     saved = step   # the step of the checkpoint on disk (0 without one: a resume starts over)
     t_prev = t_check = t_eval = time.time()
     step_check, smooth = step, None
+    clock = elapsed   # the run's time as of the last check, rank 0's: the same on every process
     while step < last:
         fresh = step - start < UNTIMED
         torch.manual_seed(step_seed(a.seed, rank, so_far["steps"] + step))
         inp, tgt = inputs_targets(train[order.rows(step, rank, batch)])
-        lr = lr_at(a, step, elapsed)
+        lr = lr_at(a, step, clock)
         logged = rank == 0 and ((step + 1) % LOG_EVERY == 0 or fresh)
         if graphed:
             loss, gn = graphed(inp, tgt, lr, ema.weight(step) if ema else 0.0), graphed.gnorm
@@ -639,8 +647,9 @@ def run(a, t_start):
             saved, t_prev = step, time.time()
 
         if step % CHECK_EVERY == 0 or fresh:  # the same steps on every process
-            out_of_time = now - t_start >= budget if a.total_steps else elapsed >= budget
-            lv, stop = synced(loss, out_of_time, world)
+            lv, (elapsed, stretch) = synced(loss, (elapsed, now - t_start), rank, world)
+            clock = elapsed
+            stop = (stretch if a.total_steps else elapsed) >= budget
             smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
             if logged:
                 log({"step": step, "epoch": round(epochs_at(step), 3),

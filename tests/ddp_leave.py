@@ -24,6 +24,6 @@ for i in range(n):
     fns = [DistributedDataParallel(model)]
     loss = fns[0](torch.randn(2, 4)).sum()
     loss.backward()
-    train.synced(loss, False, 2)
+    train.synced(loss, (0.0,), rank, 2)
     train.leave(fns, 60)
 print(f"left {n} groups", flush=True)

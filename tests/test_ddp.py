@@ -33,6 +33,20 @@ RECIPE = ["--tiny", "--device", "cpu", "--dataset", "mnist", "--limit", "24", "-
           "--dist-timeout", "2"]
 STEPS = 4
 DEADLINE = 300   # seconds a launch may take: a loaded machine stretches seconds into minutes
+# sitecustomize.py for a process whose clock, as train.py reads it (time.time() called from
+# __main__), runs a million times fast; PyTorch's own timeouts keep the real clock
+FAST_CLOCK = """import sys
+import time
+_real, _t0 = time.time, time.time()
+
+
+def _fast():
+    t = _real()
+    return _t0 + (t - _t0) * 1e6 if sys._getframe(1).f_globals.get("__name__") == "__main__" else t
+
+
+time.time = _fast
+"""
 
 
 def free_port():
@@ -41,9 +55,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(world, args, folder):
+def start(world, args, folder, rank_env=None):
     """train.py ARGS in `world` processes, as torchrun would start them, each writing to
-    folder/rank{r}.txt. -> the processes"""
+    folder/rank{r}.txt; rank_env: {rank: more environment variables}. -> the processes"""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(world)}
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only: CI may have no other network
@@ -51,8 +65,9 @@ def start(world, args, folder):
     procs = []
     for r in range(world):
         with open(os.path.join(folder, f"rank{r}.txt"), "w") as out:
-            procs.append(subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=out,
-                                          stderr=subprocess.STDOUT))
+            procs.append(subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r),
+                                                    **(rank_env or {}).get(r, {})},
+                                          stdout=out, stderr=subprocess.STDOUT))
     return procs
 
 
@@ -65,12 +80,12 @@ def outputs(folder, world):
     return "\n".join(texts)
 
 
-def train(world, batch, steps, out, extra=()):
-    """Run train.py in `world` processes; fail on any error, or when they run longer than
-    DEADLINE (then they are killed)."""
+def train(world, batch, steps, out, extra=(), rank_env=None):
+    """Run train.py in `world` processes (rank_env: as start's); fail on any error, or when
+    they run longer than DEADLINE (then they are killed)."""
     args = [*RECIPE, "--data", DATA, "--batch", str(batch), "--steps", str(steps), "--export", out, *extra]
     with tempfile.TemporaryDirectory() as d:
-        procs = start(world, args, d)
+        procs = start(world, args, d, rank_env)
         try:  # a process that fails leaves the others waiting for it: stop at the first failure
             deadline = time.time() + DEADLINE
             while any(p.poll() is None for p in procs) and not any(p.poll() for p in procs):
@@ -121,6 +136,26 @@ class DataParallel(unittest.TestCase):
             m3, meta3 = modelfile.load(ck)
             self.assertTrue(all(torch.equal(v, m3.state_dict()[k]) for k, v in w2.items()))
             self.assertEqual((meta3["steps"], meta3["batch"], meta3["recipe"]), ("4", "8", meta2["recipe"]))
+
+    def test_rank_0s_clock_decides(self):
+        # rank 1's clock runs a million times fast: by its own clock its budget is spent after
+        # its first timed step (the fourth), where a schedule in time (wsd over --minutes) is
+        # down to a learning rate of 0, and its copy of the weights would part from rank 0's.
+        # The learning rate follows rank 0's clock, so the run still trains as one process
+        # with the global batch, at the constant part of the schedule
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        wsd = ["--schedule", "wsd", "--warmup", "0", "--decay", "0.5", "--minutes", "10"]
+        steps = 6   # two epochs
+        with tempfile.TemporaryDirectory() as d:
+            fast = os.path.join(d, "fast")
+            os.mkdir(fast)
+            with open(os.path.join(fast, "sitecustomize.py"), "w") as f:
+                f.write(FAST_CLOCK)
+            one, two = os.path.join(d, "one.bin"), os.path.join(d, "two.bin")
+            train(1, 8, steps, one, wsd)
+            train(2, 4, steps, two, wsd, {1: {"PYTHONPATH": fast}})
+            w1, w2 = modelfile.load(one)[0].state_dict(), modelfile.load(two)[0].state_dict()
+            self.assertLess(max((w1[k] - w2[k]).abs().max().item() for k in w1), 1e-5)
 
 
 class Leave(unittest.TestCase):
