@@ -132,7 +132,7 @@ class DataParallel(unittest.TestCase):
             # the checkpoint, exported by modelfile.py: the same raw weights, with their recipe
             ck = os.path.join(d, "ckpt.bin")
             subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "modelfile.py"), ckpt, ck, "--dtype", "f32"],
-                           check=True, capture_output=True)
+                           check=True, capture_output=True, timeout=DEADLINE)
             m3, meta3 = modelfile.load(ck)
             self.assertTrue(all(torch.equal(v, m3.state_dict()[k]) for k, v in w2.items()))
             self.assertEqual((meta3["steps"], meta3["batch"], meta3["recipe"]), ("4", "8", meta2["recipe"]))
@@ -183,8 +183,8 @@ class Leave(unittest.TestCase):
 class Stall(unittest.TestCase):
     def test_a_stalled_process_fails_the_other_within_the_timeout(self):
         # rank 1 stopped (SIGSTOP) mid-run: rank 0 waits in its next collective for --dist-timeout
-        # (0.2 minutes), then exits with 1, naming itself and the timeout; without a timeout it
-        # would wait for the 30 minutes of PyTorch's default, or forever
+        # (0.2 minutes), then exits with 1, naming itself and the timeout (without the option,
+        # PyTorch's default would keep it waiting for 30 minutes)
         self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
         args = [*RECIPE, "--data", DATA, "--batch", "4", "--steps", "1000000", "--dist-timeout", "0.2"]
         with tempfile.TemporaryDirectory() as d:
