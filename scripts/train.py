@@ -25,7 +25,8 @@ unrounded state.
 
 How long a run trains:
   --minutes M          the whole run's wall-clock budget, counted across resumes; wsd's decay
-                       follows the time spent. Every process evaluates and exports at its end.
+                       follows the time spent (rank 0's, as of the last budget check).
+                       Every process evaluates and exports at its end.
   --total-steps N      the whole run's length in steps, across resumes; wsd's decay spans its
                        last --decay x N steps, a function of the step alone. Each process (a
                        stretch) trains at most --minutes M, counted from its start (with
@@ -45,6 +46,8 @@ A run from scratch in stretches is one command, repeated until it logs "final" a
 Data-parallel: torchrun starts one process per GPU. Each reads its --batch images of every
 global batch of N x --batch and DistributedDataParallel averages the gradients, so N processes
 train as one process with batch N x --batch would. Rank 0 evaluates, logs and writes the files.
+A process that fails, or waits for the others longer than --dist-timeout, exits with 1 (one
+waiting in an NCCL collective is ended by PyTorch's watchdog), and the others then fail too.
 
 One GPU:  python3 scripts/train.py --dataset mnist --minutes 20 --init models/mnist.bin \\
               --export models/mnist.bin --compile
@@ -52,11 +55,14 @@ N GPUs:   torchrun --standalone --nproc_per_node=N scripts/train.py ARGS   (the 
 CPU (tiny model, seconds): python3 scripts/train.py --tiny --device cpu --steps 20 --limit 64 ...
 """
 import argparse
+import datetime
+import faulthandler
 import json
 import math
 import os
 import sys
 import time
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -144,14 +150,18 @@ def parse_args():
                          "but no faster for MNIST at batch 16, where the GPU bounds the step")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                     help="under torchrun: cuda (one GPU per process, NCCL) or cpu (gloo)")
+    ap.add_argument("--dist-timeout", type=float, default=30.0, metavar="MINUTES",
+                    help="several processes: the longest a process waits for the others, in a collective "
+                         "(rank 0's evaluations and checkpoints must fit) or in leaving the group; then it exits "
+                         "with 1 (gloo), or PyTorch's NCCL watchdog ends it (NCCL)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--init-scheme", default="normal", choices=["normal", "pytorch"],
                     help="new weights: Linear from N(0, 0.02), zero biases; or nn.Linear's own (the paper's code)")
     a = ap.parse_args()
     if a.ema_every < 1:
         ap.error("--ema-every must be at least 1")
-    if a.minutes <= 0 or a.batch < 1:
-        ap.error("--minutes and --batch must be positive")
+    if a.minutes <= 0 or a.batch < 1 or a.dist_timeout <= 0:
+        ap.error("--minutes, --batch and --dist-timeout must be positive")
     if a.total_steps < 0 or a.steps < 0 or a.warmup < 0 or not 0 <= a.decay <= 1:
         ap.error("--total-steps, --steps and --warmup must be at least 0, --decay within [0, 1]")
     if a.total_steps and not a.ckpt:
@@ -169,19 +179,21 @@ def parse_args():
 
 def setup_distributed(a):
     """-> (rank, number of processes, device). Under torchrun (WORLD_SIZE > 1) each process
-    takes the GPU of its LOCAL_RANK and joins the group through NCCL, or gloo on the CPU."""
+    takes the GPU of its LOCAL_RANK and joins the group through NCCL, or gloo on the CPU; a
+    collective that waits longer than --dist-timeout for the others raises."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, torch.device(a.device)
     for k, v in NO_MULTICAST.items():
         os.environ.setdefault(k, v)
+    timeout = datetime.timedelta(minutes=a.dist_timeout)
     if a.device.startswith("cuda"):
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
-        dist.init_process_group("nccl")
+        dist.init_process_group("nccl", timeout=timeout)
     else:
         dev = torch.device("cpu")
-        dist.init_process_group("gloo")
+        dist.init_process_group("gloo", timeout=timeout)
     return dist.get_rank(), world, dev
 
 
@@ -375,15 +387,38 @@ def whole_graph_step(a, loss, model, batch, dev, ema):
                        ema.tensors if ema else None)
 
 
-def synced(loss, out_of_time, world):
-    """The loss over the global batch, and whether any process has spent its budget, on every
-    process (one all-reduce): all processes must stop at the same step."""
-    t = torch.stack([loss.detach().float(), torch.tensor(float(out_of_time), device=loss.device)])
+def synced(loss, clocks, rank, world):
+    """The loss over the global batch, and rank 0's clocks (seconds, in float64), on every
+    process (one all-reduce): what follows from the clocks (whether to stop, the learning rate
+    of a schedule in time) is then the same on every process, which each process's own clocks
+    are not (rank 0's evaluations count in the others', which wait through them).
+    -> (the loss, rank 0's clocks)"""
+    t = torch.zeros(1 + len(clocks), dtype=torch.float64, device=loss.device)
+    t[0] = loss.detach()
+    if rank == 0:
+        t[1:] = torch.tensor(clocks, dtype=torch.float64)
     if world > 1:
         dist.all_reduce(t)
         t[0] /= world
-    lv, stop = t.tolist()
-    return lv, stop > 0
+    lv, *clocks = t.tolist()
+    return lv, clocks
+
+
+def leave(fns, timeout):
+    """Leave the process group together, and take it down here, while this process can still
+    wait for it. DistributedDataParallel's reducer (in fns) holds the group too, and the last
+    holder destroys it: the reducer destroys it holding Python's lock, while a gloo thread that
+    has just run a collective may still need that lock to free the collective's tensor (its
+    Python object), and waits for it as the group waits for the thread, forever. So the
+    reducer goes first, and the group's own handle, which waits without Python's lock, last.
+    The barrier waits at most the group's timeout; a teardown that takes longer than `timeout`
+    seconds dumps every thread's stack and exits with 1 (faulthandler's own thread, which
+    needs no Python lock)."""
+    dist.barrier()   # a process whose peer has already exited can hang in the teardown
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    fns.clear()
+    dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
 
 
 def evaluate(model, images, batch, device, amp):
@@ -493,8 +528,28 @@ def log(rec, path):
 
 
 def main():
+    """Train; with several processes, any failure (a collective that timed out, or whose peer
+    has gone, included) ends this process with 1 at once: its stack, a line naming the
+    process, and no teardown, which could wait on the lost peers. The peers then fail in
+    their next collective."""
     t_start = time.time()   # a stretch's --minutes count from here
     a = parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return run(a, t_start)
+    try:
+        run(a, t_start)
+    except Exception as e:
+        traceback.print_exc()
+        waited = f" (--dist-timeout {a.dist_timeout:g} minutes)" if "timed out" in str(e).lower() else ""
+        print(f"train.py: process {os.environ.get('RANK', '?')} of {world} stops: {type(e).__name__}: {e}{waited}",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def run(a, t_start):
+    """The training (main's), from a stretch's start at t_start."""
     rank, world, dev = setup_distributed(a)
     torch.manual_seed(a.seed)
     amp = dev.type == "cuda" and a.precision == "bf16"
@@ -561,11 +616,12 @@ def main():
     saved = step   # the step of the checkpoint on disk (0 without one: a resume starts over)
     t_prev = t_check = t_eval = time.time()
     step_check, smooth = step, None
+    clock = elapsed   # the run's time as of the last check, rank 0's: the same on every process
     while step < last:
         fresh = step - start < UNTIMED
         torch.manual_seed(step_seed(a.seed, rank, so_far["steps"] + step))
         inp, tgt = inputs_targets(train[order.rows(step, rank, batch)])
-        lr = lr_at(a, step, elapsed)
+        lr = lr_at(a, step, clock)
         logged = rank == 0 and ((step + 1) % LOG_EVERY == 0 or fresh)
         if graphed:
             loss, gn = graphed(inp, tgt, lr, ema.weight(step) if ema else 0.0), graphed.gnorm
@@ -591,8 +647,9 @@ def main():
             saved, t_prev = step, time.time()
 
         if step % CHECK_EVERY == 0 or fresh:  # the same steps on every process
-            out_of_time = now - t_start >= budget if a.total_steps else elapsed >= budget
-            lv, stop = synced(loss, out_of_time, world)
+            lv, (elapsed, stretch) = synced(loss, (elapsed, now - t_start), rank, world)
+            clock = elapsed
+            stop = (stretch if a.total_steps else elapsed) >= budget
             smooth = lv if smooth is None else 0.9 * smooth + 0.1 * lv
             if logged:
                 log({"step": step, "epoch": round(epochs_at(step), 3),
@@ -626,9 +683,8 @@ def main():
         elif saved != step:   # as if killed here: a resume repeats the steps since, as they were
             print(f"step {step} is no checkpoint step (--ckpt-every {a.ckpt_every}): {a.ckpt} stays at step {saved}",
                   file=sys.stderr)
-    if world > 1:  # leave together: a process whose peer has already exited can hang in the teardown
-        dist.barrier()
-        dist.destroy_process_group()
+    if world > 1:
+        leave(fns, a.dist_timeout * 60)
     if rank != 0:
         return
     if step < a.total_steps:   # a stretch of the run ends: the next resumes from the checkpoint

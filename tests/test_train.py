@@ -232,7 +232,7 @@ class Usage(unittest.TestCase):
         try:
             for args in (["--total-steps", "10"],   # no checkpoint for the next stretch
                          ["--ckpt-every", "5"], ["--ckpt-every", "-1", "--ckpt", "run.pt"],
-                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"],
+                         ["--total-steps", "-1", "--ckpt", "run.pt"], ["--decay", "1.5"], ["--dist-timeout", "0"],
                          ["--ckpt", os.path.join("no-such-folder", "run.pt")]):
                 sys.argv = ["train.py", *args]
                 with self.subTest(args=args), contextlib.redirect_stderr(io.StringIO()) as err:
@@ -361,6 +361,25 @@ class Resume(unittest.TestCase):
             three = self.between_checkpoints(d, "--dropout", "0.1", "--ckpt-every", "2")
             self.assert_same_training(one, three)
             self.assertFalse(all(torch.equal(v, v.half().float()) for v in three["model"].values()))
+
+
+class HalfDataParallel(unittest.TestCase):
+    def test_every_process_rounds_its_state(self):
+        # two processes (test_ddp's launcher): each rounds its own copy of the state at the
+        # checkpoint steps, so that the run stopped at step 3 (the checkpoint stays at 2) and
+        # resumed ends as the unbroken one; rounded on rank 0 alone, the copies would part
+        import test_ddp
+        self.assertTrue(os.path.exists(os.path.join(DATA, "mnist")), f"no mnist under {DATA}: set LINGEN_DATA")
+        with tempfile.TemporaryDirectory() as d:
+            one, two = os.path.join(d, "one.pt"), os.path.join(d, "two.pt")
+            half = ["--ckpt-half", "--ckpt-every", "2", "--dropout", "0.1", "--ema", "0.9"]
+            test_ddp.train(2, 4, 4, os.path.join(d, "one.bin"), ["--ckpt", one, *half])
+            test_ddp.train(2, 4, 3, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            self.assertEqual(torch.load(two)["step"], 2)
+            test_ddp.train(2, 4, 4, os.path.join(d, "two.bin"), ["--ckpt", two, *half])
+            a, b = torch.load(one), torch.load(two)
+            self.assertEqual((a["step"], b["step"]), (4, 4))
+            assert_same_state(self, a, b)
 
 
 if __name__ == "__main__":
