@@ -15,6 +15,9 @@
 #      test-cuda with all four models
 #   c  (after b, nothing to carry) the four full test sets on the GPU, liblingen's tests on the
 #      GPU, make bench-cuda
+#   x  (after load, nothing more to carry) the CPU's make bench on the host's cores (its parts
+#      1-4, BENCH_PARTS to change), RUNS times (default 1; one run may take several minutes), each
+#      run's summary printed as it ends
 # Everything goes to $OUT (logs, grids, test_cuda's report).
 set -u
 part=${1:-a}
@@ -64,6 +67,13 @@ if [ "$part" = a ]; then
         done
     done
     (cd /root/old && ./lingen eval bits-per-dim --limit 50 | grep "^bits"); ./lingen eval bits-per-dim --limit 50 | grep "^bits"
+elif [ "$part" = x ]; then
+    make -j16 lingen > "$OUT/build_cpu.log" 2>&1; echo "make lingen (CPU): exit $?"
+    for i in $(seq "${RUNS:-1}"); do
+        PYTHON=python3 CORES=0-$(( $(nproc) - 1 )) BENCH_PARTS=${BENCH_PARTS:-1,2,3,4} BENCH_OUT="$OUT/bench$i" \
+            timeout 540 make bench > "$OUT/bench$i.txt" 2>&1
+        echo "make bench run $i: exit $?"; sed -n '/== summary/,$p' "$OUT/bench$i.txt"
+    done
 elif [ "$part" = b ]; then
     echo "== make test-cuda"
     timeout 560 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
