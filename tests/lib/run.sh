@@ -72,6 +72,16 @@ mkdir -p "$T/elsewhere"
 unit tests/lib/test_python.py env -C "$T/elsewhere" PYTHONPATH="$D$PYTHONDIR" LD_LIBRARY_PATH="$lib" \
   LINGEN_TEST_INSTALLED="$D" "$PYTHON" "$repo/tests/lib/test_python.py" -v
 
+# the README's C example, built as the README says (pkg-config), prints the bits/dim of the four
+# images the README's Python line shows
+sed -n '/^```c$/,/^```$/p' README.md | sed '1d;$d' > "$T/demo.c"
+want="$(grep -o '^    (4, 28, 28, 1) \[[0-9. ]*\]' README.md | grep -o '[0-9.][0-9. ]*[0-9]' | tail -1) bits/dim"
+# shellcheck disable=SC2046
+if cc -std=c11 -Wall -Wextra -Werror -o "$T/demo" "$T/demo.c" $(pkg-config --cflags --libs lingen) 2> "$T/cc.log" &&
+   got=$(env -C "$T/elsewhere" LD_LIBRARY_PATH="$lib" LINGEN_MODELS="$repo/models" "$T/demo") && [ "$got" = "$want" ]; then
+  ok "the README's C example builds with pkg-config and prints '$want'"
+else bad "the README's C example: printed '${got:-}', the README's Python line shows '$want'"; cat "$T/cc.log"; fi
+
 $MAKE --no-print-directory uninstall DESTDIR="$D" > "$T/uninstall.log" 2>&1
 left=$(find "$D" \( -name 'liblingen*' -o -name lingen.h -o -name lingen.pc -o -path '*/lingen/__init__.py' \
   -o -type f -path '*bin/lingen' \) | head -3)
