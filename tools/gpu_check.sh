@@ -44,8 +44,10 @@ exec > >(tee "$OUT/gpu_check_$part.log") 2>&1
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 grep -m1 "model name" /proc/cpuinfo; grep -o -w 'avx512f\|avx512_bf16\|avx512_vnni\|amx_tile' /proc/cpuinfo | sort | uniq -c
-make -j16 CUDA=1 lingen build-cuda/lingen build-cuda/test_cuda build-cuda/bench_cuda > "$OUT/build.log" 2>&1
-echo "make CUDA=1: exit $? in $(( $(date +%s) - t0 )) s, $(grep -c warning "$OUT/build.log") warnings, $(grep -m1 -o -- '-march=[a-z0-9-]*' "$OUT/build.log")"
+if [ "$part" = x ]; then make -j16 lingen > "$OUT/build.log" 2>&1   # the CPU build alone
+else make -j16 CUDA=1 lingen build-cuda/lingen build-cuda/test_cuda build-cuda/bench_cuda > "$OUT/build.log" 2>&1; fi
+rc=$?
+echo "make$([ "$part" = x ] || echo " CUDA=1"): exit $rc in $(( $(date +%s) - t0 )) s, $(grep -c warning "$OUT/build.log") warnings, $(grep -m1 -o -- '-march=[a-z0-9-]*' "$OUT/build.log")"
 ./lingen version
 if [ "$part" = a ]; then
     for m in mnist mnist-softmax; do
@@ -68,7 +70,6 @@ if [ "$part" = a ]; then
     done
     (cd /root/old && ./lingen eval bits-per-dim --limit 50 | grep "^bits"); ./lingen eval bits-per-dim --limit 50 | grep "^bits"
 elif [ "$part" = x ]; then
-    make -j16 lingen > "$OUT/build_cpu.log" 2>&1; echo "make lingen (CPU): exit $?"
     for i in $(seq "${RUNS:-1}"); do
         PYTHON=python3 CORES=0-$(( $(nproc) - 1 )) BENCH_PARTS=${BENCH_PARTS:-1,2,3,4} BENCH_OUT="$OUT/bench$i" \
             timeout 540 make bench > "$OUT/bench$i.txt" 2>&1
