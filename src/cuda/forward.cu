@@ -40,6 +40,7 @@ static CudaForward *forward_create(const GpuModel *m, int B, int T, int tf32) {
     f->B = B;
     f->T = T;
     f->tf32 = tf32;
+    f->pdl = m->pdl;
     size_t R = (size_t)B * T, d = c->d, L = c->n_layers, H = c->n_heads, D = c->d_head;
     bool ok = D == 8 || D == 16 || D == 32 || D == 64;
     if (!ok) note(false, "model", "head width must be 8, 16, 32 or 64 on the GPU", __FILE__, __LINE__);

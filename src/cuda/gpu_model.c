@@ -18,6 +18,7 @@ int gpu_model_init(GpuModel *g, const Model *m, Err *e) {
     Settings env = settings_read();
     g->sgemm = env.cuda_sgemm;
     g->tf32 = env.cuda_tf32;
+    g->pdl = env.cuda_pdl;
     g->emb = m->emb;
     g->norm_w = m->norm_w;
     g->norm_b = m->norm_b;

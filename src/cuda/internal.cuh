@@ -56,6 +56,7 @@ struct CudaForward {
     unsigned *counter;            /* small_linear_kernel's RESIDUAL: blocks finished */
     int n_pos;                    /* host copy of *pos */
     int tf32;                     /* cuBLAS on TF32 tensor cores: not exact, benchmark only */
+    int pdl;                      /* small products launched as programmatic dependents (GpuModel.pdl) */
     /* generation (made with draws): each image's values and random stream, and the step's graph */
     Rng *rng;                     /* [B] */
     unsigned char *img;           /* [B][N] */

@@ -40,6 +40,7 @@ typedef struct {
     const float *canary;           /* [2][3M]: the CPU's float32 head outputs for the canary's tokens */
     int sgemm;                     /* LINGEN_CUDA_SGEMM=1: every product in plain SGEMM */
     int tf32;                      /* LINGEN_CUDA_TF32=1: on TF32 tensor cores (diagnostics, not float32) */
+    int pdl;                       /* LINGEN_CUDA_PDL=1: programmatic dependent launch of small products */
 } GpuModel;
 
 /* The canary: positions 0 and 1 of a sequence BOS, CANARY_TOKEN. Its comparison (C,

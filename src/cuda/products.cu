@@ -5,26 +5,47 @@
 #include "device.cuh"
 #include "internal.cuh"
 
+#define PREFETCH 8   /* float4s of its weight row a lane loads before waiting for the kernel before */
+
+/* acc[r] += wi . float4 i of X's row r, for the rows < rows. */
+template <int R>
+__device__ __forceinline__ void dot4(float (&acc)[R], float4 wi, const float *X, int rows, int n_in, int i) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (r < rows) {
+            float4 xi = *(const float4 *)(X + (size_t)r * n_in + 4 * i);
+            acc[r] += wi.x * xi.x + wi.y * xi.y + wi.z * xi.z + wi.w * xi.w;
+        }
+}
+
 /* Y[rows, n_out] = X[rows, n_in] W^T for rows <= R: one warp per output column, W's row read
- * once; then the epilogue. Blocks of 8 warps: in RESIDUAL, warp r of the last block takes row r. */
+ * once; then the epilogue. Blocks of 8 warps: in RESIDUAL, warp r of the last block takes row r.
+ * Launched as a programmatic dependent (GpuModel.pdl), it lets the next kernel start at once and
+ * loads the first PREFETCH float4s of its weight row (which no kernel writes) before it waits
+ * for the kernel before (griddepcontrol.wait: that grid done, its writes visible); launched
+ * plainly, the wait returns at once. The sums are the same either way. */
 template <int R>
 __global__ void small_linear_kernel(float *Y, const float *X, const float *W, int rows, int n_in, int n_out, Epi epi) {
+    asm volatile("griddepcontrol.launch_dependents;");
     int o = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    const float *w = W + (size_t)o * n_in;
+    const float4 *w4 = (const float4 *)w;
+    int n4 = n_in / 4;
+    bool vec = o < n_out && n_in % 4 == 0;   /* 16-byte loads: a quarter of the dependent loads (latency) */
+    float4 pre[PREFETCH];
+#pragma unroll
+    for (int k = 0; k < PREFETCH; k++)
+        if (vec && lane + 32 * k < n4) pre[k] = w4[lane + 32 * k];
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     if (o < n_out) {
-        const float *w = W + (size_t)o * n_in;
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = 0;
-        if (n_in % 4 == 0) {   /* 16-byte loads: a quarter of the dependent loads (latency) */
-            for (int i = 4 * lane; i < n_in; i += 128) {
-                float4 wi = *(const float4 *)(w + i);
+        if (vec) {   /* float4 i of the row: the prefetched ones, then the rest */
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                    if (r < rows) {
-                        float4 xi = *(const float4 *)(X + (size_t)r * n_in + i);
-                        acc[r] += wi.x * xi.x + wi.y * xi.y + wi.z * xi.z + wi.w * xi.w;
-                    }
-            }
+            for (int k = 0; k < PREFETCH; k++)
+                if (lane + 32 * k < n4) dot4(acc, pre[k], X, rows, n_in, lane + 32 * k);
+            for (int i = lane + 32 * PREFETCH; i < n4; i += 32) dot4(acc, w4[i], X, rows, n_in, i);
         } else
             for (int i = lane; i < n_in; i += 32) {
                 float wi = w[i];
@@ -119,13 +140,27 @@ Epi epi_attn(CudaForward *f, int l, int T) {
  *     to 1e-4).
  *   - At most 8 rows (a step at batch 1..8: latency): small_linear_kernel on the float weights.
  * The bias is added by the kernel that consumes the product (one pass fewer). */
+/* small_linear_kernel<R> on f's stream, as a programmatic dependent when f->pdl. */
+template <int R>
+static bool launch_small(CudaForward *f, float *Y, const float *X, const float *W, int rows, int n_in, int n_out,
+                         Epi epi) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute early[1];
+    early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    early[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.blockDim = dim3(256);   /* 8 warps: RESIDUAL's 8 rows */
+    cfg.gridDim = dim3((n_out * 32 + 255) / 256);
+    cfg.stream = f->stream;
+    cfg.attrs = early;
+    cfg.numAttrs = f->pdl ? 1 : 0;
+    return CK(cudaLaunchKernelEx(&cfg, small_linear_kernel<R>, Y, X, W, rows, n_in, n_out, epi));
+}
+
 bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows, int n_in, int n_out, Epi epi) {
     if (small(f, rows)) {
-        int threads = 256, blocks = (n_out * 32 + threads - 1) / threads;   /* 8 warps: RESIDUAL's 8 rows */
-        if (rows <= 1) small_linear_kernel<1><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
-        else if (rows <= 4) small_linear_kernel<4><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
-        else small_linear_kernel<8><<<blocks, threads, 0, f->stream>>>(Y, X, W.w, rows, n_in, n_out, epi);
-        return CKL("small_linear_kernel");
+        if (rows <= 1) return launch_small<1>(f, Y, X, W.w, rows, n_in, n_out, epi);
+        if (rows <= 4) return launch_small<4>(f, Y, X, W.w, rows, n_in, n_out, epi);
+        return launch_small<8>(f, Y, X, W.w, rows, n_in, n_out, epi);
     }
     const float one = 1.0f, zero = 0.0f;
     bool ok;

@@ -19,6 +19,7 @@ typedef struct {
     int force_threads;       /* LINGEN_FORCE_THREADS=1: more threads than cores, if asked */
     int cuda_sgemm;          /* LINGEN_CUDA_SGEMM=1: the GPU's products in plain SGEMM */
     int cuda_tf32;           /* LINGEN_CUDA_TF32=1: on TF32 tensor cores (not float32: diagnostics) */
+    int cuda_pdl;            /* LINGEN_CUDA_PDL=1: a few-row product starts while the one before ends */
 } Settings;
 
 /* The environment now (cheap: a few getenv calls). */

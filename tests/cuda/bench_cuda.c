@@ -54,16 +54,28 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
-    if (image) {
+    if (image) {   /* a whole image at batch 1, plain launches and then programmatic dependents */
         unsigned char *img = xcalloc(1, N);
         GenOptions o = {.device = DEVICE_CUDA, .seed = 1, .batch = 1};
-        generate(&m, img, 1, &o, &e);   /* warm: the first run also loads the kernels */
-        double t0 = now_seconds();
-        int done = generate(&m, img, 1, &o, &e);
-        double s = now_seconds() - t0;
-        if (done != 1) { printf("lingen-cuda %s batch 1 whole image: failed: %s\n", argv[1], e.msg); rc = 1; }
-        else printf("lingen-cuda %s batch 1 whole image: %.3f s (%d steps, %.1f us/step, weights upload and graph capture included)\n",
-                    argv[1], s, N, s / N * 1e6);
+        double plain = 0;
+        for (int pdl = 0; pdl <= 1; pdl++) {
+            setenv("LINGEN_CUDA_PDL", pdl ? "1" : "0", 1);
+            generate(&m, img, 1, &o, &e);   /* warm: the first run also loads the kernels */
+            double t0 = now_seconds();
+            int done = generate(&m, img, 1, &o, &e);
+            double s = now_seconds() - t0;
+            if (done != 1) {
+                printf("lingen-cuda %s batch 1 whole image%s: failed: %s\n", argv[1], pdl ? " (PDL)" : "", e.msg);
+                rc = 1;
+                continue;
+            }
+            printf("lingen-cuda %s batch 1 whole image%s: %.3f s (%d steps, %.1f us/step, weights upload and graph "
+                   "capture included)", argv[1], pdl ? " with LINGEN_CUDA_PDL=1" : "", s, N, s / N * 1e6);
+            if (pdl && plain > 0) printf(", %.2fx the plain launches", plain / s);
+            printf("\n");
+            plain = pdl ? plain : s;
+        }
+        unsetenv("LINGEN_CUDA_PDL");
         free(img);
     }
     gpu_model_free(&g);

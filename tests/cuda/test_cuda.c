@@ -9,7 +9,8 @@
  *   4. generate() and a completion on the GPU against the CPU's float32 products: the same
  *      images, byte for byte;
  *   5. bad requests fail with a message, and the start-up canary refuses a weight laid out
- *      wrongly (and what it costs).
+ *      wrongly (and what it costs);
+ *   6. LINGEN_CUDA_PDL=1 draws the same images.
  * The CPU side runs its products in float32 throughout (plan_set_precision).
  * Plain C (no cmocka): it also runs from a packed folder. One line per check, "ok" or "FAIL"
  * with its numbers; exit status 1 if any check failed.
@@ -646,6 +647,35 @@ static void test_canary(const char *model_rel) {
     model_free(&m);
 }
 
+/* LINGEN_CUDA_PDL=1 (the few-row products as programmatic dependents) changes when a kernel
+ * starts, not what it computes: n images at this batch, the same bytes with it and without. */
+static void test_pdl(const char *model_rel, int n, int batch) {
+    char path[4096], label[160];
+    path_of(path, sizeof path, model_rel);
+    snprintf(label, sizeof label, "LINGEN_CUDA_PDL=1 %s, %d images, batch %d", model_rel, n, batch);
+    Model m;
+    Err e;
+    if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
+    size_t N = (size_t)m.cfg.seq_len;
+    unsigned char *plain = xcalloc(n, N), *early = xcalloc(n, N);
+    GenOptions o = {.device = DEVICE_CUDA, .seed = 7, .batch = batch};
+    double t0 = now_seconds();
+    int d0 = generate(&m, plain, n, &o, &e);
+    double t_plain = now_seconds() - t0;
+    setenv("LINGEN_CUDA_PDL", "1", 1);
+    t0 = now_seconds();
+    int d1 = d0 == n ? generate(&m, early, n, &o, &e) : -1;
+    double t_early = now_seconds() - t0;
+    unsetenv("LINGEN_CUDA_PDL");
+    if (d0 != n || d1 != n) check(0, label, "generate returned %d, %d: %s", d0, d1, e.msg);
+    else
+        check(!memcmp(plain, early, n * N), label, "%s as without it (%.3f s against %.3f s)",
+              memcmp(plain, early, n * N) ? "other images" : "the same images", t_early, t_plain);
+    free(plain);
+    free(early);
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) root = argv[1];
     plan_set_precision(PRECISION_F32);   /* the CPU's products in float32, the GPU's arithmetic */
@@ -671,6 +701,9 @@ int main(int argc, char **argv) {
     test_generate("models/mnist.bin", 4, 4, 1);
     test_generate("models/mnist-softmax.bin", 4, 4, 0);
     test_generate("models/cifar.bin", 4, 4, 0);
+    test_pdl("models/mnist.bin", 4, 4);
+    test_pdl("models/mnist.bin", 1, 1);
+    test_pdl("tests/fixtures/tiny-softmax-mnist.bin", 8, 8);
     printf("%s: %d of %d checks failed\n", n_failed ? "FAIL" : "ok", n_failed, n_checks);
     return n_failed ? 1 : 0;
 }
