@@ -186,7 +186,15 @@ void launch_advance(cudaStream_t stream, int *pos, int T) { advance_kernel<<<1, 
 
 /* Linear attention over T positions in order, the RNN of attention_linear.c's step():
  *   S += phi(k) v^T,  z += phi(k),  out = phi(q)^T S / (phi(q)^T z + eps).
- * Block: P pairs (image, head) of D threads; thread e holds column e of its pair's S. */
+ * Block: P pairs (image, head) of D threads; thread e holds column e of its pair's S. A pair of
+ * D <= 32 lies in one warp, whose barrier is enough; D = 64 takes the block's. Position t + 1's
+ * q, k, v are loaded while t is computed (the loads are the loop's latency). */
+template <int D>
+__device__ __forceinline__ void pair_sync() {
+    if (D <= 32) __syncwarp();
+    else __syncthreads();
+}
+
 template <int D>
 __global__ void linear_attention_kernel(float *S, float *z, const float *qkv, const float *qkv_b, float *out,
                                         __half *out2, int B, int H, int T) {
@@ -204,31 +212,36 @@ __global__ void linear_attention_kernel(float *S, float *z, const float *qkv, co
         sz[y][e] = z[(size_t)pair * D + e];
     }
     float bq = qkv_b[h * D + e], bk = qkv_b[d + h * D + e], bv = qkv_b[2 * d + h * D + e];
+    const float *base = qkv + (size_t)b * T * 3 * d + h * D;   /* position t's q of this pair */
+    float q = 0, k = 0, v = 0;   /* the next position's, as loaded */
+    if (live && T > 0) q = base[e], k = base[d + e], v = base[2 * d + e];
     for (int t = 0; t < T; t++) {
         size_t row = (size_t)b * T + t;
-        const float *base = qkv + row * 3 * d + h * D;
-        float v = 0;
+        float vt = v + bv;
         if (live) {
-            sq[y][e] = phi(base[e] + bq);
-            sk[y][e] = phi(base[d + e] + bk);
-            v = base[2 * d + e] + bv;
+            sq[y][e] = phi(q + bq);
+            sk[y][e] = phi(k + bk);
+            if (t + 1 < T) {
+                const float *next = base + (size_t)(t + 1) * 3 * d;
+                q = next[e], k = next[d + e], v = next[2 * d + e];
+            }
         }
-        __syncthreads();
+        pair_sync<D>();
         if (live) sz[y][e] += sk[y][e];
-        __syncthreads();
+        pair_sync<D>();
         if (live) {
             float den = 0, num = 0;
 #pragma unroll
             for (int a = 0; a < D; a++) {
                 den += sq[y][a] * sz[y][a];
-                Sc[a] += sk[y][a] * v;
+                Sc[a] += sk[y][a] * vt;
                 num += sq[y][a] * Sc[a];
             }
             float o = num / (den + LINEAR_EPS);
             if (out2) put_split(out2 + row * 2 * d, d, h * D + e, o);   /* only the next product reads it */
             else out[row * d + h * D + e] = o;
         }
-        __syncthreads();
+        pair_sync<D>();
     }
     if (live) {
 #pragma unroll
