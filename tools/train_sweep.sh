@@ -13,6 +13,9 @@ out=${OUT:-/tmp}
 settings=("$@")
 [ ${#settings[@]} -gt 0 ] || settings=(
     "lin-b64|--attention linear --batch 64 --lr 5e-4 --compile"
+    "lin-b64-mixed|--attention linear --batch 64 --lr 5e-4 --compile --mixed-attention"
+    "lin-b256-mixed|--attention linear --batch 256 --lr 1e-3 --compile --mixed-attention"
+    "lin-b64-mixed-c128|--attention linear --batch 64 --lr 5e-4 --compile --mixed-attention --chunk 128"
     "lin-b128|--attention linear --batch 128 --lr 7e-4 --compile"
     "lin-b256|--attention linear --batch 256 --lr 1e-3 --compile"
     "lin-b64-ro|--attention linear --batch 64 --lr 5e-4 --compile --compile-mode reduce-overhead"
