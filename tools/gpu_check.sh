@@ -15,6 +15,8 @@
 #      test-cuda with all four models
 #   c  (after b, nothing to carry) the four full test sets on the GPU, liblingen's tests on the
 #      GPU, make bench-cuda
+#   i  (after load, nothing more to carry) a batch-1 image timed each way a step launches (plain,
+#      LINGEN_CUDA_PDL, LINGEN_CUDA_FUSED), and lingen compare on CIFAR-10 with its defaults
 #   x  (after load, nothing more to carry) the CPU's make bench on the host's cores (its parts
 #      1-4, BENCH_PARTS to change), RUNS times (default 1; one run may take several minutes), each
 #      run's summary printed as it ends
@@ -75,6 +77,12 @@ elif [ "$part" = x ]; then
             timeout 540 make bench > "$OUT/bench$i.txt" 2>&1
         echo "make bench run $i: exit $?"; sed -n '/== summary/,$p' "$OUT/bench$i.txt"
     done
+elif [ "$part" = i ]; then
+    echo "== a batch-1 image, each way of launching a step"
+    build-cuda/bench_cuda models/mnist.bin 1 --steps 50 --image 2>&1 | tail -4
+    echo "== lingen compare --device cuda --dataset cifar10 (its defaults)"
+    /usr/bin/time -f "%e s" timeout 300 ./lingen compare --device cuda --dataset cifar10 > "$OUT/compare_cifar.txt" 2>&1
+    echo "exit $?"; tail -15 "$OUT/compare_cifar.txt"
 elif [ "$part" = b ]; then
     echo "== make test-cuda"
     timeout 560 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
