@@ -79,7 +79,7 @@ elif [ "$part" = x ]; then
     done
 elif [ "$part" = i ]; then
     echo "== a batch-1 image, each way of launching a step"
-    build-cuda/bench_cuda models/mnist.bin 1 --steps 50 --image 2>&1 | tail -4
+    timeout 120 build-cuda/bench_cuda models/mnist.bin 1 --steps 50 --image 2>&1 | tail -4
     echo "== lingen compare --device cuda --dataset cifar10 (its defaults)"
     /usr/bin/time -f "%e s" timeout 300 ./lingen compare --device cuda --dataset cifar10 > "$OUT/compare_cifar.txt" 2>&1
     echo "exit $?"; tail -15 "$OUT/compare_cifar.txt"
