@@ -17,6 +17,8 @@
 #      GPU, make bench-cuda
 #   i  (after load, nothing more to carry) a batch-1 image timed each way a step launches (plain,
 #      LINGEN_CUDA_PDL, LINGEN_CUDA_FUSED), and lingen compare on CIFAR-10 with its defaults
+#   k  (after load, nothing more to carry) the kernels of a sampling run and their GPU time
+#      (tools/profile_cuda.py): MNIST at batch 16,384 and 1, CIFAR-10 at 16,384
 #   x  (after load, nothing more to carry) the CPU's make bench on the host's cores (its parts
 #      1-4, BENCH_PARTS to change), RUNS times (default 1; one run may take several minutes), each
 #      run's summary printed as it ends
@@ -83,6 +85,13 @@ elif [ "$part" = i ]; then
     echo "== lingen compare --device cuda --dataset cifar10 (its defaults)"
     /usr/bin/time -f "%e s" timeout 300 ./lingen compare --device cuda --dataset cifar10 > "$OUT/compare_cifar.txt" 2>&1
     echo "exit $?"; tail -15 "$OUT/compare_cifar.txt"
+elif [ "$part" = k ]; then
+    echo "== where the GPU time of sampling goes, kernel by kernel (tools/profile_cuda.py)"
+    make -j16 CUDA=1 lib > "$OUT/lib_build.log" 2>&1; echo "make CUDA=1 lib: exit $?"
+    for run in mnist.bin:16384 mnist.bin:1 cifar.bin:16384; do
+        LINGEN_LIBRARY=build-cuda/liblingen.so.0 PYTHONPATH=python timeout 200 \
+            python3 tools/profile_cuda.py "models/${run%%:*}" --batch "${run#*:}" --top 15 2>&1 | tail -20
+    done
 elif [ "$part" = b ]; then
     echo "== make test-cuda"
     timeout 560 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
