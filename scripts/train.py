@@ -454,7 +454,7 @@ def recipe(a, cfg, world, batch, graphed, weights):
             f"batch {batch * world}{f' ({world} processes x {batch})' if world > 1 else ''}, "
             + (f"warmup {a.warmup}, decay {a.decay}" if a.schedule == "wsd" else "constant lr")
             + (f", {a.total_steps} steps" if a.total_steps else "")
-            + f", dropout {a.dropout}" + (f", attention dropout {a.attn_dropout}" if a.attn_dropout else "") + ", " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
+            + f", dropout {a.dropout}" + (f", attention dropout {a.attn_dropout}" if a.attn_dropout and not linear else "") + ", " + ("bf16 autocast, head float32" if a.precision == "bf16" else "float32")
             + (" (linear attention mixed)" if a.mixed_attention and linear else "")
             + (f", chunk {a.chunk}" if a.chunk != 64 else "")
             + (f", clip {a.clip}{' per tensor' if a.clip_mode == 'per-tensor' else ''}" if a.clip > 0 else

@@ -44,6 +44,22 @@
 # added, --mixed-attention left out. AdamW: --optimizer adamw --clip-mode global --warmup 500.
 # MPS=1 before start shares the GPU through MPS: two MNIST runs 1,663 + 1,631 images/s against
 # 3,090 for one alone (without MPS the runs take turns and lose about a third).
+# Both MNIST models from scratch at once, one GPU, in stretches: one start with the same
+# arguments for both (--mixed-attention changes only the linear model, --attn-dropout only the
+# softmax one). A checkpoint (48.6 MiB) travels in a call of its own, from .ckpt/NAME/ here
+# (empty at first), and waits on the machine's disk (stage) for start:
+#   1. carry .data, .ckpt/mnist:  bash tools/gpu_train.sh stage; bash tools/gpu_train.sh stage .ckpt/mnist
+#   2. carry .ckpt/mnist-softmax: bash tools/gpu_train.sh stage .ckpt/mnist-softmax;
+#      INIT=/root/lingen-data SCRATCH=1 MPS=1 bash tools/gpu_train.sh start mnist 20 \
+#        --total-steps 234375 --ckpt-every 2500 --optimizer radam --clip-mode per-tensor --lr 5e-4 \
+#        --batch 64 --warmup 0 --decay 0.2 --dropout 0.1 --attn-dropout 0.1 --ema 0.999 \
+#        --mixed-attention --compile-mode reduce-overhead
+#   3. keep the machine busy (watch, or other work) until the stretch ends
+#   4. ONLY=mnist CKPT=1 bash tools/gpu_train.sh finish mnist 560, then the same with
+#      ONLY=mnist-softmax (each call brings one run's checkpoint parts and model file)
+#   5. here: each NAME's parts into .ckpt/NAME/ (replacing the old ones), and a copy kept
+#      outside the repository (/var/tmp/lingen-train/NAME/)
+# 234,375 steps of 64 are the paper's 250 epochs (15M images).
 # NPROC=N before start trains each run data-parallel on N GPUs (torchrun; --batch is per GPU).
 # ONLY=NAME before start trains just that model (e.g. ONLY=cifar); TAG=T names the runs NAME.T
 # (e.g. mnist.b16), so that variants of one model train side by side, each on its own GPU
