@@ -1,6 +1,6 @@
 """Make the golden test fixtures: tiny models with random weights and the reference outputs.
 
-    python3 scripts/make_fixtures.py tests/fixtures
+    python3 scripts/make_fixtures.py tests/fixtures [NAME...]   (default: every fixture)
 
 For each tiny model NAME it writes NAME.bin (the model file) and NAME.golden (safetensors):
   tokens [B, T] I32     a fixed input sequence (BOS first)
@@ -19,6 +19,10 @@ import modelfile
 from model import Config, Model, bits_per_dim
 
 TINY = dict(n_layers=2, n_heads=4, d_head=8, d_ff=64, n_mix=3)
+# heads of 32 and widths of the GPU's tiled kernels (d a multiple of 64, d_ff of 128), its weights
+# stored as halves like the shipped models': the GPU paths that only such models take
+HEADS32 = dict(n_layers=2, n_heads=2, d_head=32, d_ff=128, n_mix=3)
+HALF = {"tiny-heads32-mnist"}   # fixtures stored as float16
 FIXTURES = {
     "tiny-linear-mnist": Config(attention="linear", norm="post", activation="relu", **TINY),
     "tiny-softmax-mnist": Config(attention="softmax", norm="post", activation="relu", **TINY),
@@ -26,6 +30,7 @@ FIXTURES = {
                                 channels=3, dataset="cifar10", **TINY),
     "tiny-softmax-cifar": Config(attention="softmax", norm="pre", activation="gelu", height=32, width=32,
                                  channels=3, dataset="cifar10", **TINY),
+    "tiny-heads32-mnist": Config(attention="linear", norm="post", activation="relu", **HEADS32),
 }
 EVAL_IMAGES = 4
 
@@ -46,14 +51,19 @@ def randomize(model, g):
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures"
+    only = set(sys.argv[2:])
     os.makedirs(outdir, exist_ok=True)
     for i, (name, cfg) in enumerate(FIXTURES.items()):
+        if only and name not in only:
+            continue
         g = torch.Generator().manual_seed(1000 + i)
         m = Model(cfg).double().eval()
         randomize(m, g)
-        # the file stores float32: run the reference on exactly those weights
-        m.load_state_dict({k: v.float().double() for k, v in m.state_dict().items()})
-        modelfile.export(m, os.path.join(outdir, name + ".bin"), {"fixture": "random weights, scripts/make_fixtures.py"})
+        # the reference runs on exactly the weights the file stores (float32, or float16)
+        dtype = torch.float16 if name in HALF else torch.float32
+        m.load_state_dict({k: v.to(dtype).double() for k, v in m.state_dict().items()})
+        modelfile.export(m, os.path.join(outdir, name + ".bin"), {"fixture": "random weights, scripts/make_fixtures.py"},
+                         dtype)
         B, T = 2, cfg.seq_len
         tokens = torch.randint(0, 256, (B, T), generator=g)
         tokens[:, 0] = 256

@@ -27,13 +27,16 @@ typedef struct {
     float *ref;        /* [B][T][K] */
 } Golden;
 
-/* name: a fixture in tests/fixtures, or a path without extension (one with a '/'). */
+/* name: a fixture in tests/fixtures, or a path without extension (one with a '/'). Loaded with
+ * float32 products, the reference's arithmetic, also where its weights are float16 (whose steps
+ * would otherwise take bfloat16 or 8-bit products: test_bf16_steps, test_int8_steps). */
 static void golden_load(Golden *G, const char *name) {
     char path[4096];
     Err e;
     const char *dir = strchr(name, '/') ? "" : FIXTURE("");
     snprintf(path, sizeof path, "%s%s.bin", dir, name);
-    if (model_load(&G->m, path, &e)) fail_msg("%s", e.msg);
+    Plan plan = plan_make(plan_caps(), PRECISION_F32);
+    if (model_load_with(&G->m, path, &plan, 0, &e)) fail_msg("%s", e.msg);
     snprintf(path, sizeof path, "%s%s.golden", dir, name);
     if (st_open(&G->g, path, &e)) fail_msg("%s", e.msg);
     const StTensor *tok = st_find(&G->g, "tokens"), *out = st_find(&G->g, "out");
@@ -126,6 +129,7 @@ static void test_linear_mnist(void **st) { (void)st; check_fixture("tiny-linear-
 static void test_softmax_mnist(void **st) { (void)st; check_fixture("tiny-softmax-mnist"); }
 static void test_linear_cifar(void **st) { (void)st; check_fixture("tiny-linear-cifar"); }
 static void test_softmax_cifar(void **st) { (void)st; check_fixture("tiny-softmax-cifar"); }
+static void test_heads32_mnist(void **st) { (void)st; check_fixture("tiny-heads32-mnist"); }
 
 /* A model from outside (argv[1]), e.g. the one tests/test_reference.py trains and exports. */
 static const char *extra_fixture;
@@ -371,6 +375,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_softmax_mnist),
         cmocka_unit_test(test_linear_cifar),
         cmocka_unit_test(test_softmax_cifar),
+        cmocka_unit_test(test_heads32_mnist),
         cmocka_unit_test(test_flops_per_form),
         cmocka_unit_test(test_state_bytes),
         cmocka_unit_test(test_runstate_lines),
