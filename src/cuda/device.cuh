@@ -17,6 +17,42 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+#define PREFETCH 8   /* float4s of its weight row a lane loads ahead of the product's input */
+
+/* acc[r] += wi . float4 i of X's row r, for the rows < rows. */
+template <int R>
+__device__ __forceinline__ void dot4(float (&acc)[R], float4 wi, const float *X, int rows, int n_in, int i) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (r < rows) {
+            float4 xi = *(const float4 *)(X + (size_t)r * n_in + 4 * i);
+            acc[r] += wi.x * xi.x + wi.y * xi.y + wi.z * xi.z + wi.w * xi.w;
+        }
+}
+
+/* The first PREFETCH float4s of a lane's part of a weight row of n4 float4s (lane, lane + 32,
+ * ...); nothing when !on. Weights are never written, so they load before the input is ready. */
+__device__ __forceinline__ void prefetch_row(float4 (&pre)[PREFETCH], const float4 *w4, int n4, int lane, bool on) {
+#pragma unroll
+    for (int k = 0; k < PREFETCH; k++)
+        if (on && lane + 32 * k < n4) pre[k] = w4[lane + 32 * k];
+}
+
+/* acc[r] = a lane's share of X's row r . the weight row w4 (n_in % 4 == 0), rows < rows: the
+ * prefetched float4s, then the rest, in the order of their index; warp_sum adds the shares. One
+ * function for every few-row product, so that all of them round alike. */
+template <int R>
+__device__ __forceinline__ void row_dots(float (&acc)[R], const float4 (&pre)[PREFETCH], const float4 *w4,
+                                         const float *X, int rows, int n_in, int lane) {
+    int n4 = n_in / 4;
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0;
+#pragma unroll
+    for (int k = 0; k < PREFETCH; k++)
+        if (lane + 32 * k < n4) dot4(acc, pre[k], X, rows, n_in, lane + 32 * k);
+    for (int i = lane + 32 * PREFETCH; i < n4; i += 32) dot4(acc, w4[i], X, rows, n_in, i);
+}
+
 /* One warp per row: mean, then the variance of the deviations (as layernorm_row), then the
  * normalized row. The warp's lanes each own the same columns in every pass. */
 static __device__ void ln_row(float *o, const float *x, const float *w, const float *b, int d, int lane) {

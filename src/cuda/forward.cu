@@ -24,6 +24,7 @@ static void forward_destroy(CudaForward *f) {
     cudaFree(f->blas_ws);
     if (f->blas) cublasDestroy(f->blas);
     if (f->stream) cudaStreamDestroy(f->stream);
+    cudaFree(f->step_layers);
     free(f->layers);
     free(f);
 }
@@ -51,7 +52,7 @@ static CudaForward *forward_create(const GpuModel *m, int B, int T, int tf32) {
     ok = ok && (!blas || (CKB(cublasCreate(&f->blas)) && CKB(cublasSetStream(f->blas, f->stream)) &&
          CKB(cublasSetMathMode(f->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH)) &&
          CK(cudaMalloc(&f->blas_ws, BLAS_WORKSPACE)) && CKB(cublasSetWorkspace(f->blas, f->blas_ws, BLAS_WORKSPACE))));
-    ok = ok && upload_weights(f, m) == 0;
+    ok = ok && upload_weights(f, m) == 0 && fused_step_setup(f, m->fused) == 0;
     ok = ok && CK(cudaMalloc((void **)&f->x, R * d * 4)) && CK(cudaMalloc((void **)&f->xn, R * d * 4)) &&
          CK(cudaMalloc((void **)&f->qkv, R * 3 * d * 4)) && CK(cudaMalloc((void **)&f->att, R * d * 4)) &&
          CK(cudaMalloc((void **)&f->hid, R * c->d_ff * 4)) &&
@@ -154,6 +155,7 @@ static bool attention(CudaForward *f, int l, int B, int T, __half *out2) {
 static bool forward(CudaForward *f, int B, int T) {
     const Config *c = &f->c;
     int d = c->d, rows = B * T, pre = c->pre_norm, M = c->n_mix;
+    if (fused_step(f, rows, T)) return launch_fused_step(f, rows, false);
     bool ok = true;
     launch_embed(f->stream, f->x, f->tok, f->emb, f->pe, f->pos, rows, T, d, c->seq_len);
     ok = ok && CKL("embed_kernel");
@@ -217,8 +219,10 @@ static int canary(CudaForward *f, const GpuModel *m, int T, Err *e) {
 /* ---------------------------------------------------------------- generation */
 
 /* One step of every image: the forward pass of the B tokens at *pos (which advances it), then
- * the sampler, which writes that position of each image and makes it the next token. */
+ * the sampler, which writes that position of each image and makes it the next token; or the
+ * fused step, which does both. */
 static bool step_launches(CudaForward *f) {
+    if (fused_step(f, f->B, 1)) return launch_fused_step(f, f->B, true);
     if (!forward(f, f->B, 1)) return false;
     launch_sample(f->stream, f->out, f->c.n_mix, f->rng, f->img, f->tok, f->pos, f->B, f->c.seq_len);
     return CKL("sample_kernel");

@@ -19,6 +19,7 @@ int gpu_model_init(GpuModel *g, const Model *m, Err *e) {
     g->sgemm = env.cuda_sgemm;
     g->tf32 = env.cuda_tf32;
     g->pdl = env.cuda_pdl;
+    g->fused = env.cuda_fused;
     g->emb = m->emb;
     g->norm_w = m->norm_w;
     g->norm_b = m->norm_b;

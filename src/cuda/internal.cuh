@@ -57,6 +57,8 @@ struct CudaForward {
     int n_pos;                    /* host copy of *pos */
     int tf32;                     /* cuBLAS on TF32 tensor cores: not exact, benchmark only */
     int pdl;                      /* small products launched as programmatic dependents (GpuModel.pdl) */
+    int step_blocks;              /* the fused step's grid (one block an SM); 0: no fused step */
+    DevLayer *step_layers;        /* the layers' pointers in device memory, for the fused step */
     /* generation (made with draws): each image's values and random stream, and the step's graph */
     Rng *rng;                     /* [B] */
     unsigned char *img;           /* [B][N] */
@@ -94,6 +96,16 @@ bool attn_in_product(const CudaForward *f, int rows);
 Epi epi_attn(CudaForward *f, int l, int T);
 /* Y[rows, n_out] = X[rows, n_in] W^T, then the epilogue (products.cu). */
 bool linear(CudaForward *f, float *Y, const float *X, GpuLin W, int rows, int n_in, int n_out, Epi epi = Epi());
+
+/* ---------------------------------------------------------------- the fused step (step.cu) */
+
+/* Sets f up for the fused step when on and the model and GPU allow it (else f keeps forward()'s
+ * kernels); 0, or -1 with the failure recorded. After upload_weights. */
+int fused_step_setup(CudaForward *f, int on);
+/* Whether a forward of rows x T runs as the fused step. */
+bool fused_step(const CudaForward *f, int rows, int T);
+/* The fused step of rows images at *pos (which it advances); with draw, also the draw of each. */
+bool launch_fused_step(CudaForward *f, int rows, bool draw);
 
 /* ---------------------------------------------------------------- the weights (upload.cu) */
 

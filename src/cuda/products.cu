@@ -5,19 +5,6 @@
 #include "device.cuh"
 #include "internal.cuh"
 
-#define PREFETCH 8   /* float4s of its weight row a lane loads before waiting for the kernel before */
-
-/* acc[r] += wi . float4 i of X's row r, for the rows < rows. */
-template <int R>
-__device__ __forceinline__ void dot4(float (&acc)[R], float4 wi, const float *X, int rows, int n_in, int i) {
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        if (r < rows) {
-            float4 xi = *(const float4 *)(X + (size_t)r * n_in + 4 * i);
-            acc[r] += wi.x * xi.x + wi.y * xi.y + wi.z * xi.z + wi.w * xi.w;
-        }
-}
-
 /* Y[rows, n_out] = X[rows, n_in] W^T for rows <= R: one warp per output column, W's row read
  * once; then the epilogue. Blocks of 8 warps: in RESIDUAL, warp r of the last block takes row r.
  * Launched as a programmatic dependent (GpuModel.pdl), it lets the next kernel start at once and
@@ -30,29 +17,23 @@ __global__ void small_linear_kernel(float *Y, const float *X, const float *W, in
     int o = (int)(((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     const float *w = W + (size_t)o * n_in;
     const float4 *w4 = (const float4 *)w;
-    int n4 = n_in / 4;
     bool vec = o < n_out && n_in % 4 == 0;   /* 16-byte loads: a quarter of the dependent loads (latency) */
     float4 pre[PREFETCH];
-#pragma unroll
-    for (int k = 0; k < PREFETCH; k++)
-        if (vec && lane + 32 * k < n4) pre[k] = w4[lane + 32 * k];
+    prefetch_row(pre, w4, n_in / 4, lane, vec);
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (o < n_out) {
         float acc[R];
+        if (vec) row_dots<R>(acc, pre, w4, X, rows, n_in, lane);
+        else {
 #pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0;
-        if (vec) {   /* float4 i of the row: the prefetched ones, then the rest */
-#pragma unroll
-            for (int k = 0; k < PREFETCH; k++)
-                if (lane + 32 * k < n4) dot4(acc, pre[k], X, rows, n_in, lane + 32 * k);
-            for (int i = lane + 32 * PREFETCH; i < n4; i += 32) dot4(acc, w4[i], X, rows, n_in, i);
-        } else
+            for (int r = 0; r < R; r++) acc[r] = 0;
             for (int i = lane; i < n_in; i += 32) {
                 float wi = w[i];
 #pragma unroll
                 for (int r = 0; r < R; r++)
                     if (r < rows) acc[r] += wi * X[(size_t)r * n_in + i];
             }
+        }
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float s = warp_sum(acc[r]);

@@ -6,7 +6,7 @@
 
 const char *const settings_names[] = {"LINGEN_DATA", "LINGEN_MODELS", "LINGEN_INT8", "LINGEN_BF16", "LINGEN_AMX",
                                       "LINGEN_PROFILE", "LINGEN_FORCE_THREADS", "LINGEN_CUDA_SGEMM", "LINGEN_CUDA_TF32",
-                                      "LINGEN_CUDA_PDL", NULL};
+                                      "LINGEN_CUDA_PDL", "LINGEN_CUDA_FUSED", NULL};
 
 static const char *nonempty(const char *name) {
     const char *v = getenv(name);
@@ -36,5 +36,6 @@ Settings settings_read(void) {
     s.cuda_sgemm = is("LINGEN_CUDA_SGEMM", "1");
     s.cuda_tf32 = is("LINGEN_CUDA_TF32", "1");
     s.cuda_pdl = is("LINGEN_CUDA_PDL", "1");
+    s.cuda_fused = is("LINGEN_CUDA_FUSED", "1");
     return s;
 }

@@ -54,28 +54,33 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
-    if (image) {   /* a whole image at batch 1, plain launches and then programmatic dependents */
+    if (image) {   /* a whole image at batch 1: plain launches, programmatic dependents, one kernel a step */
+        static const char *const ways[] = {NULL, "LINGEN_CUDA_PDL", "LINGEN_CUDA_FUSED"};
         unsigned char *img = xcalloc(1, N);
         GenOptions o = {.device = DEVICE_CUDA, .seed = 1, .batch = 1};
         double plain = 0;
-        for (int pdl = 0; pdl <= 1; pdl++) {
-            setenv("LINGEN_CUDA_PDL", pdl ? "1" : "0", 1);
+        unsetenv("LINGEN_CUDA_PDL");
+        unsetenv("LINGEN_CUDA_FUSED");
+        for (int k = 0; k < 3; k++) {
+            if (ways[k]) setenv(ways[k], "1", 1);
             generate(&m, img, 1, &o, &e);   /* warm: the first run also loads the kernels */
             double t0 = now_seconds();
             int done = generate(&m, img, 1, &o, &e);
             double s = now_seconds() - t0;
+            if (ways[k]) unsetenv(ways[k]);
+            char with[64] = "";
+            if (ways[k]) snprintf(with, sizeof with, " with %s=1", ways[k]);
             if (done != 1) {
-                printf("lingen-cuda %s batch 1 whole image%s: failed: %s\n", argv[1], pdl ? " (PDL)" : "", e.msg);
+                printf("lingen-cuda %s batch 1 whole image%s: failed: %s\n", argv[1], with, e.msg);
                 rc = 1;
                 continue;
             }
             printf("lingen-cuda %s batch 1 whole image%s: %.3f s (%d steps, %.1f us/step, weights upload and graph "
-                   "capture included)", argv[1], pdl ? " with LINGEN_CUDA_PDL=1" : "", s, N, s / N * 1e6);
-            if (pdl && plain > 0) printf(", %.2fx the plain launches", plain / s);
+                   "capture included)", argv[1], with, s, N, s / N * 1e6);
+            if (k > 0 && plain > 0) printf(", %.2fx the plain launches", plain / s);
             printf("\n");
-            plain = pdl ? plain : s;
+            if (k == 0) plain = s;
         }
-        unsetenv("LINGEN_CUDA_PDL");
         free(img);
     }
     gpu_model_free(&g);

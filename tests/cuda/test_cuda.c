@@ -10,7 +10,7 @@
  *      images, byte for byte;
  *   5. bad requests fail with a message, and the start-up canary refuses a weight laid out
  *      wrongly (and what it costs);
- *   6. LINGEN_CUDA_PDL=1 draws the same images.
+ *   6. LINGEN_CUDA_PDL=1 and LINGEN_CUDA_FUSED=1 draw the same images.
  * The CPU side runs its products in float32 throughout (plan_set_precision).
  * Plain C (no cmocka): it also runs from a packed folder. One line per check, "ok" or "FAIL"
  * with its numbers; exit status 1 if any check failed.
@@ -648,11 +648,12 @@ static void test_canary(const char *model_rel) {
 }
 
 /* LINGEN_CUDA_PDL=1 (the few-row products as programmatic dependents) changes when a kernel
- * starts, not what it computes: n images at this batch, the same bytes with it and without. */
-static void test_pdl(const char *model_rel, int n, int batch) {
+ * starts, LINGEN_CUDA_FUSED=1 (a few-row step in one kernel) how many kernels run, neither what
+ * is computed: n images at this batch, the same bytes with var=1 and without. */
+static void test_launches(const char *var, const char *model_rel, int n, int batch) {
     char path[4096], label[160];
     path_of(path, sizeof path, model_rel);
-    snprintf(label, sizeof label, "LINGEN_CUDA_PDL=1 %s, %d images, batch %d", model_rel, n, batch);
+    snprintf(label, sizeof label, "%s=1 %s, %d images, batch %d", var, model_rel, n, batch);
     Model m;
     Err e;
     if (model_load_with(&m, path, NULL, MODEL_FILE_WEIGHTS, &e)) { check(0, label, "%s", e.msg); return; }
@@ -662,11 +663,11 @@ static void test_pdl(const char *model_rel, int n, int batch) {
     double t0 = now_seconds();
     int d0 = generate(&m, plain, n, &o, &e);
     double t_plain = now_seconds() - t0;
-    setenv("LINGEN_CUDA_PDL", "1", 1);
+    setenv(var, "1", 1);
     t0 = now_seconds();
     int d1 = d0 == n ? generate(&m, early, n, &o, &e) : -1;
     double t_early = now_seconds() - t0;
-    unsetenv("LINGEN_CUDA_PDL");
+    unsetenv(var);
     if (d0 != n || d1 != n) check(0, label, "generate returned %d, %d: %s", d0, d1, e.msg);
     else
         check(!memcmp(plain, early, n * N), label, "%s as without it (%.3f s against %.3f s)",
@@ -701,9 +702,13 @@ int main(int argc, char **argv) {
     test_generate("models/mnist.bin", 4, 4, 1);
     test_generate("models/mnist-softmax.bin", 4, 4, 0);
     test_generate("models/cifar.bin", 4, 4, 0);
-    test_pdl("models/mnist.bin", 4, 4);
-    test_pdl("models/mnist.bin", 1, 1);
-    test_pdl("tests/fixtures/tiny-softmax-mnist.bin", 8, 8);
+    test_launches("LINGEN_CUDA_PDL", "models/mnist.bin", 4, 4);
+    test_launches("LINGEN_CUDA_PDL", "models/mnist.bin", 1, 1);
+    test_launches("LINGEN_CUDA_PDL", "tests/fixtures/tiny-softmax-mnist.bin", 8, 8);
+    test_launches("LINGEN_CUDA_FUSED", "models/mnist.bin", 4, 4);
+    test_launches("LINGEN_CUDA_FUSED", "models/mnist.bin", 1, 1);
+    test_launches("LINGEN_CUDA_FUSED", "models/mnist.bin", 8, 8);
+    test_launches("LINGEN_CUDA_FUSED", "models/cifar.bin", 2, 2);
     printf("%s: %d of %d checks failed\n", n_failed ? "FAIL" : "ok", n_failed, n_checks);
     return n_failed ? 1 : 0;
 }
