@@ -5,6 +5,7 @@
 #ifndef LINGEN_CUDA_DEVICE_CUH
 #define LINGEN_CUDA_DEVICE_CUH
 #include <cuda_fp16.h>
+#include <math.h>
 
 #include "lingen_cuda.h"
 
@@ -119,6 +120,67 @@ static __device__ void attention_pair_warp(float *Sp, float *zp, const float *qk
 #pragma unroll
     for (int a = 0; a < 32; a++) Sp[a * 32 + lane] = Sc[a];
     zp[lane] = zc;
+}
+
+/* The block's max (is_max) or sum of v, every thread of the block taking part; red: 32 floats of
+ * shared memory. */
+static __device__ float block_reduce(float v, float *red, bool is_max) {
+    int lane = threadIdx.x & 31, w = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();   /* red may still be read from the last call */
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < nw; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    return r;
+}
+
+#define SOFTMAX_THREADS 128   /* the threads of a block that run a query's softmax attention */
+
+/* o[D] = softmax(q K^T / sqrt(D)) V over the keys 0..p of one head's cache rows K, V (D floats a
+ * position), q[D] + qb[D] the query, by the block's first SOFTMAX_THREADS threads. Threads past
+ * them only join the barriers and reductions, with values that change no sum or max, so a block
+ * of any size computes the same values. sh: cap + D + SOFTMAX_THREADS floats of shared memory
+ * (the scores, the query, partial sums), red: 32. q is read through L2 (another block may have
+ * written it). */
+static __device__ void softmax_query(float *o, const float *q, const float *qb, const float *K, const float *V, int p,
+                                     int D, int cap, float *sh, float *red) {
+    const int nt = SOFTMAX_THREADS;
+    float *sc = sh, *sq = sh + cap, *part = sq + D;
+    int tid = threadIdx.x;
+    bool mine = tid < nt;
+    if (mine)
+        for (int e = tid; e < D; e += nt) sq[e] = __ldcg(q + e) + qb[e];
+    __syncthreads();
+    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY;
+    if (mine)
+        for (int j = tid; j <= p; j += nt) {
+            float s = 0;
+            for (int e = 0; e < D; e++) s += sq[e] * K[(size_t)j * D + e];
+            sc[j] = scale * s;
+            mx = fmaxf(mx, sc[j]);
+        }
+    mx = block_reduce(mx, red, true);
+    float sum = 0;
+    if (mine)
+        for (int j = tid; j <= p; j += nt) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+    sum = block_reduce(sum, red, false);   /* its barrier also publishes sc */
+    float inv = 1.0f / sum;
+    int G = nt / D;                         /* groups of D threads split the keys */
+    int e = tid % D, g = tid / D;
+    float acc = 0;
+    if (mine && g < G)
+        for (int j = g; j <= p; j += G) acc += sc[j] * V[(size_t)j * D + e];
+    if (mine) part[tid] = acc;
+    __syncthreads();
+    if (tid < D) {
+        float s = 0;
+        for (int k = 0; k < G; k++) s += part[k * D + tid];
+        o[tid] = s * inv;
+    }
 }
 
 #endif

@@ -11,7 +11,6 @@ extern "C" {
 }
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */
-#define SOFTMAX_THREADS 128
 
 /* x[r] = concat(emb[token], pe[t0 + r % T]); t0 = *pos. */
 __global__ void embed_kernel(float *x, const int *tok, const float *emb, const float *pe, const int *pos,
@@ -281,57 +280,18 @@ void launch_kv_append(cudaStream_t stream, float *kc, float *vc, const float *qk
     kv_append_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(kc, vc, qkv, qkv_b, pos, B, T, H, D, cap);
 }
 
-__device__ float block_reduce(float v, float *red, bool is_max) {
-    int lane = threadIdx.x & 31, w = threadIdx.x / 32, nw = blockDim.x / 32;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();   /* red may still be read from the last call */
-    if (lane == 0) red[w] = v;
-    __syncthreads();
-    float r = red[0];
-    for (int i = 1; i < nw; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
-    return r;
-}
-
 /* Softmax, part 2: one block per (row, head): the query at position p = t0 + t against the keys
- * 0..p, scale 1/sqrt(D). Shared: the p+1 scores, the query, partial sums. */
+ * 0..p (softmax_query). */
 __global__ void softmax_attention_kernel(const float *kc, const float *vc, const float *qkv, const float *qkv_b,
                                          float *out, const int *pos, int T, int H, int D, int cap) {
     extern __shared__ float sh[];
-    float *sc = sh, *sq = sh + cap, *part = sq + D;   /* part: SOFTMAX_THREADS floats */
     __shared__ float red[32];
-    int row = blockIdx.x / H, h = blockIdx.x % H, b = row / T, t = row % T, d = H * D, tid = threadIdx.x;
+    int row = blockIdx.x / H, h = blockIdx.x % H, b = row / T, t = row % T, d = H * D;
     int p = *pos + t;
     if (p >= cap) p = cap - 1;
     const float *K = kc + ((size_t)b * H + h) * cap * D, *V = vc + ((size_t)b * H + h) * cap * D;
-    for (int e = tid; e < D; e += blockDim.x) sq[e] = qkv[(size_t)row * 3 * d + h * D + e] + qkv_b[h * D + e];
-    __syncthreads();
-    float scale = 1.0f / sqrtf((float)D), mx = -INFINITY;
-    for (int j = tid; j <= p; j += blockDim.x) {
-        float s = 0;
-        for (int e = 0; e < D; e++) s += sq[e] * K[(size_t)j * D + e];
-        sc[j] = scale * s;
-        mx = fmaxf(mx, sc[j]);
-    }
-    mx = block_reduce(mx, red, true);
-    float sum = 0;
-    for (int j = tid; j <= p; j += blockDim.x) {
-        sc[j] = expf(sc[j] - mx);
-        sum += sc[j];
-    }
-    sum = block_reduce(sum, red, false);   /* its barrier also publishes sc */
-    float inv = 1.0f / sum;
-    int G = blockDim.x / D;                 /* groups of D threads split the keys */
-    int e = tid % D, g = tid / D;
-    float acc = 0;
-    if (g < G)
-        for (int j = g; j <= p; j += G) acc += sc[j] * V[(size_t)j * D + e];
-    part[tid] = acc;
-    __syncthreads();
-    if (tid < D) {
-        float s = 0;
-        for (int k = 0; k < G; k++) s += part[k * D + tid];
-        out[(size_t)row * d + h * D + tid] = s * inv;
-    }
+    softmax_query(out + (size_t)row * d + h * D, qkv + (size_t)row * 3 * d + h * D, qkv_b + h * D, K, V, p, D, cap, sh,
+                  red);
 }
 
 /* Its B * T * H blocks: B images of T positions. */

@@ -1,6 +1,6 @@
-/* The fused step: one position of a few images (at most SMALL_ROWS rows) of a linear attention
- * model (post-norm, heads of 32) in one cooperative kernel, where forward() launches a kernel a
- * product. The phases are forward()'s, with grid barriers where its kernels end:
+/* The fused step: one position of a few images (at most SMALL_ROWS rows) of a post-norm model
+ * (linear attention with heads of 32, or softmax) in one cooperative kernel, where forward()
+ * launches a kernel a product. Its phases are forward()'s, with grid barriers where its kernels end:
  *   embed | per layer: qkv | attention | out | residual, ff1 | ff2 | residual | head, draw
  * A few-row step is latency: every launch and every dependent load costs more than the
  * arithmetic. So each block keeps the residual stream x of every row in shared memory and
@@ -9,8 +9,8 @@
  * run in block 0 alone (no barrier before the draw). What another block wrote (qkv, the
  * attention, a product) is read through L2 after a barrier.
  * Every value is computed as forward()'s few-row path computes it (the same device functions in
- * the same order: row_dots, warp_sum, residual_row, attention_pair_warp, dmol_draw), so the
- * outputs are the same bit for bit; test_cuda checks the images. */
+ * the same order: row_dots, warp_sum, residual_row, attention_pair_warp or softmax_query,
+ * dmol_draw), so the outputs are the same bit for bit; test_cuda checks the images. */
 #include <cooperative_groups.h>
 
 #include "device.cuh"
@@ -28,11 +28,11 @@ namespace cg = cooperative_groups;
 struct StepArgs {
     const DevLayer *layers;   /* [L], a copy in device memory */
     const float *emb, *pe, *norm_w, *norm_b, *head_w, *head_b;
-    float *qkv, *att, *y, *hid, *out, *S, *z;
+    float *qkv, *att, *y, *hid, *out, *S, *z, *kc, *vc;
     int *tok, *pos;
     Rng *rng;
     unsigned char *img;
-    int rows, B, d, d_ff, H, L, M, N, gelu, draw;
+    int rows, B, d, d_ff, H, D, L, M, N, gelu, softmax, draw;
 };
 
 /* Y[r][o] = X[r] . W[o] for r < rows, then the epilogue (ACT: act(y + bias); HEAD: y + bias),
@@ -70,15 +70,47 @@ __device__ __forceinline__ void load_rows(float *dst, const float *src, int rows
     __syncthreads();
 }
 
-/* Shared memory: xs [R][d], the residual stream; in [R][max(d, d_ff)], a product's input. */
+/* Layer l's attention of the rows at position p, from a.qkv into a.att: linear, a warp an (image,
+ * head) pair (epi_attn's); softmax, a block a pair: the key and value appended to the cache
+ * (kv_append_kernel's), then the query against the cache (softmax_query). */
+__device__ void attention(const StepArgs &a, const DevLayer *w, int l, int p, float *sm, float *red, int gw, int nw,
+                          int lane) {
+    int d = a.d, H = a.H, D = a.D;
+    if (!a.softmax) {
+        float *S = a.S + (size_t)l * a.B * H * 32 * 32, *z = a.z + (size_t)l * a.B * H * 32;
+        for (int pair = gw; pair < a.rows * H; pair += nw)
+            attention_pair_warp(S + (size_t)pair * 32 * 32, z + (size_t)pair * 32, a.qkv, w->qkv_b, a.att, pair / H,
+                                pair % H, 1, d, lane);
+        return;
+    }
+    for (int pair = blockIdx.x; pair < a.rows * H; pair += gridDim.x) {
+        int b = pair / H, h = pair % H;
+        size_t at = (((size_t)l * a.B + b) * H + h) * a.N * D;   /* this pair's cache rows */
+        const float *row = a.qkv + (size_t)b * 3 * d;
+        if (p < a.N)
+            for (int e = threadIdx.x; e < D; e += blockDim.x) {
+                int c = h * D + e;
+                a.kc[at + (size_t)p * D + e] = __ldcg(row + d + c) + w->qkv_b[d + c];
+                a.vc[at + (size_t)p * D + e] = __ldcg(row + 2 * d + c) + w->qkv_b[2 * d + c];
+            }
+        __syncthreads();
+        softmax_query(a.att + (size_t)b * d + h * D, row + h * D, w->qkv_b + h * D, a.kc + at, a.vc + at,
+                      p < a.N ? p : a.N - 1, D, a.N, sm, red);
+        __syncthreads();   /* sm, before the next pair */
+    }
+}
+
+/* Shared memory: xs [R][d], the residual stream; in [R][max(d, d_ff)], a product's input; for a
+ * softmax model also softmax_query's N + D + SOFTMAX_THREADS floats. */
 template <int R>
-__global__ void __launch_bounds__(STEP_THREADS) fused_step_kernel(StepArgs a) {
+__global__ void __launch_bounds__(STEP_THREADS, 1) fused_step_kernel(StepArgs a) {
     extern __shared__ float4 sh4[];
-    float *xs = (float *)sh4, *in = xs + R * a.d;
+    __shared__ float red[32];
+    float *xs = (float *)sh4, *in = xs + R * a.d, *sm = in + R * (a.d_ff > a.d ? a.d_ff : a.d);
     cg::grid_group grid = cg::this_grid();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int gw = blockIdx.x * STEP_WARPS + warp, nw = gridDim.x * STEP_WARPS;
-    int d = a.d, H = a.H, rows = a.rows, p = *a.pos;   /* block 0 advances *pos after the last barrier */
+    int d = a.d, rows = a.rows, p = *a.pos;   /* block 0 advances *pos after the last barrier */
     float4 pre[PREFETCH];
     prefetch_first(pre, a.layers[0].qkv.w, d, 3 * d, gw, lane);
     {   /* embed_kernel's x = concat(emb[token], pe[p]), in every block */
@@ -96,10 +128,7 @@ __global__ void __launch_bounds__(STEP_THREADS) fused_step_kernel(StepArgs a) {
         bool last = l == a.L - 1;
         product<R>(a.qkv, xs, w->qkv.w, pre, rows, d, 3 * d, EPI_NONE, NULL, 0, gw, nw, lane);
         grid.sync();
-        float *S = a.S + (size_t)l * a.B * H * 32 * 32, *z = a.z + (size_t)l * a.B * H * 32;
-        for (int pair = gw; pair < rows * H; pair += nw)   /* epi_attn's: a warp an (image, head) */
-            attention_pair_warp(S + (size_t)pair * 32 * 32, z + (size_t)pair * 32, a.qkv, w->qkv_b, a.att, pair / H,
-                                pair % H, 1, d, lane);
+        attention(a, w, l, p, sm, red, gw, nw, lane);
         prefetch_first(pre, w->out.w, d, d, gw, lane);
         grid.sync();
         load_rows(in, a.att, rows, d);
@@ -136,8 +165,10 @@ __global__ void __launch_bounds__(STEP_THREADS) fused_step_kernel(StepArgs a) {
 
 /* Shared memory of fused_step_kernel<R> for f's model. */
 static size_t step_smem(const CudaForward *f, int R) {
-    int d = f->c.d, wide = f->c.d_ff > d ? f->c.d_ff : d;
-    return (size_t)R * (d + wide) * sizeof(float);
+    const Config *c = &f->c;
+    int d = c->d, wide = c->d_ff > d ? c->d_ff : d;
+    size_t attn = c->attention == ATTN_SOFTMAX ? (size_t)c->seq_len + c->d_head + SOFTMAX_THREADS : 0;
+    return ((size_t)R * (d + wide) + attn) * sizeof(float);
 }
 
 template <int R>
@@ -154,10 +185,10 @@ int fused_step_setup(CudaForward *f, int on) {
     const Config *c = &f->c;
     f->step_blocks = 0;
     f->step_layers = NULL;
-    /* post-norm (the product's input is x itself), the linear attention of epi_attn (heads of
-     * 32, a warp each), float4 rows */
-    if (!on || f->tf32 || c->pre_norm || c->attention != ATTN_LINEAR || c->d_head != 32 || c->n_layers < 1 || c->d % 4 ||
-        c->d_ff % 4 || f->B > SMALL_ROWS)
+    /* post-norm (the product's input is x itself), a linear attention of heads of 32 (a warp
+     * each, as epi_attn) or a softmax one, float4 rows */
+    bool attn = c->attention == ATTN_SOFTMAX || c->d_head == 32;
+    if (!on || f->tf32 || c->pre_norm || !attn || c->n_layers < 1 || c->d % 4 || c->d_ff % 4 || f->B > SMALL_ROWS)
         return 0;
     int dev = 0, coop = 0, sms = 0, blocks = 1;
     bool ok = CK(cudaGetDevice(&dev)) && CK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev)) &&
@@ -196,9 +227,10 @@ bool launch_fused_step(CudaForward *f, int rows, bool draw) {
     a.layers = f->step_layers;
     a.emb = f->emb, a.pe = f->pe, a.norm_w = f->norm_w, a.norm_b = f->norm_b, a.head_w = f->head.w, a.head_b = f->head_b;
     a.qkv = f->qkv, a.att = f->att, a.y = f->xn, a.hid = f->hid, a.out = f->out, a.S = f->S, a.z = f->z;
+    a.kc = f->kc, a.vc = f->vc;
     a.tok = f->tok, a.pos = f->pos, a.rng = f->rng, a.img = f->img;
-    a.rows = rows, a.B = f->B, a.d = c->d, a.d_ff = c->d_ff, a.H = c->n_heads, a.L = c->n_layers, a.M = c->n_mix;
-    a.N = c->seq_len, a.gelu = c->gelu, a.draw = draw;
+    a.rows = rows, a.B = f->B, a.d = c->d, a.d_ff = c->d_ff, a.H = c->n_heads, a.D = c->d_head, a.L = c->n_layers;
+    a.M = c->n_mix, a.N = c->seq_len, a.gelu = c->gelu, a.softmax = c->attention == ATTN_SOFTMAX, a.draw = draw;
     if (rows <= 1) return launch_step<1>(f, a);
     if (rows <= 4) return launch_step<4>(f, a);
     return launch_step<8>(f, a);

@@ -709,6 +709,9 @@ int main(int argc, char **argv) {
     test_launches("LINGEN_CUDA_FUSED", "models/mnist.bin", 1, 1);
     test_launches("LINGEN_CUDA_FUSED", "models/mnist.bin", 8, 8);
     test_launches("LINGEN_CUDA_FUSED", "models/cifar.bin", 2, 2);
+    test_launches("LINGEN_CUDA_FUSED", "models/mnist-softmax.bin", 4, 4);
+    test_launches("LINGEN_CUDA_FUSED", "models/mnist-softmax.bin", 1, 1);
+    test_launches("LINGEN_CUDA_FUSED", "models/cifar-softmax.bin", 1, 1);
     printf("%s: %d of %d checks failed\n", n_failed ? "FAIL" : "ok", n_failed, n_checks);
     return n_failed ? 1 : 0;
 }
