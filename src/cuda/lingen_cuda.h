@@ -89,6 +89,10 @@ int cuda_bench_step(const GpuModel *g, int B, int steps, int tf32, double *sec_p
 /* The GPU memory's bandwidth as a device-to-device copy of `bytes` sees it, bytes read plus
  * written per second (the best of a few copies): what bounds a step that streams the state. */
 int cuda_copy_bandwidth(size_t bytes, double *bytes_per_s, Err *e);
+/* Seconds a grid barrier of the fused step's shape takes (one block an SM, 256 threads), from
+ * the time of many in one cooperative kernel: the fused step pays one where forward() ends a
+ * kernel. */
+int cuda_barrier_seconds(double *sec, Err *e);
 #endif
 
 #ifdef __cplusplus

@@ -235,3 +235,36 @@ bool launch_fused_step(CudaForward *f, int rows, bool draw) {
     if (rows <= 4) return launch_step<4>(f, a);
     return launch_step<8>(f, a);
 }
+
+/* ---------------------------------------------------------------- for the benchmark */
+
+__global__ void __launch_bounds__(STEP_THREADS, 1) barriers_kernel(int n) {
+    cg::grid_group grid = cg::this_grid();
+    for (int i = 0; i < n; i++) grid.sync();
+}
+
+extern "C" int cuda_barrier_seconds(double *sec, Err *e) {
+    const int n = 2000;
+    int dev = 0, sms = 0;
+    cudaEvent_t a = NULL, z = NULL;
+    float ms = 0;
+    bool ok = CK(cudaGetDevice(&dev)) && CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) &&
+              CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&z));
+    for (int run = 0; run < 2 && ok; run++) {   /* the first loads the kernel */
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute coop[1];
+        coop[0].id = cudaLaunchAttributeCooperative;
+        coop[0].val.cooperative = 1;
+        cfg.gridDim = dim3(sms);
+        cfg.blockDim = dim3(STEP_THREADS);
+        cfg.attrs = coop;
+        cfg.numAttrs = 1;
+        ok = CK(cudaEventRecord(a)) && CK(cudaLaunchKernelEx(&cfg, barriers_kernel, n)) && CK(cudaEventRecord(z)) &&
+             CK(cudaEventSynchronize(z)) && CK(cudaEventElapsedTime(&ms, a, z));
+    }
+    if (a) cudaEventDestroy(a);
+    if (z) cudaEventDestroy(z);
+    if (!ok) return take_error(e);
+    *sec = ms / 1e3 / n;
+    return 0;
+}

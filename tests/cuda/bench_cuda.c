@@ -58,7 +58,9 @@ int main(int argc, char **argv) {
         static const char *const ways[] = {NULL, "LINGEN_CUDA_PDL", "LINGEN_CUDA_FUSED"};   /* each alone */
         unsigned char *img = xcalloc(1, N);
         GenOptions o = {.device = DEVICE_CUDA, .seed = 1, .batch = 1};
-        double plain = 0;
+        double plain = 0, barrier = 0;
+        if (cuda_barrier_seconds(&barrier, &e) == 0)
+            printf("lingen-cuda grid barrier of the fused step (a block an SM): %.2f us\n", barrier * 1e6);
         for (int k = 0; k < 3; k++) {
             setenv("LINGEN_CUDA_PDL", "0", 1);
             setenv("LINGEN_CUDA_FUSED", "0", 1);
