@@ -41,7 +41,7 @@ typedef struct {
     int sgemm;                     /* LINGEN_CUDA_SGEMM=1: every product in plain SGEMM */
     int tf32;                      /* LINGEN_CUDA_TF32=1: on TF32 tensor cores (diagnostics, not float32) */
     int pdl;                       /* LINGEN_CUDA_PDL=1: programmatic dependent launch of small products */
-    int fused;                     /* LINGEN_CUDA_FUSED=1: a few-row step in one kernel (step.cu) */
+    int fused;                     /* a few-row step in one kernel (step.cu), unless LINGEN_CUDA_FUSED=0 */
 } GpuModel;
 
 /* The canary: positions 0 and 1 of a sequence BOS, CANARY_TOKEN. Its comparison (C,

@@ -36,6 +36,6 @@ Settings settings_read(void) {
     s.cuda_sgemm = is("LINGEN_CUDA_SGEMM", "1");
     s.cuda_tf32 = is("LINGEN_CUDA_TF32", "1");
     s.cuda_pdl = is("LINGEN_CUDA_PDL", "1");
-    s.cuda_fused = is("LINGEN_CUDA_FUSED", "1");
+    s.cuda_fused = !is("LINGEN_CUDA_FUSED", "0");
     return s;
 }

@@ -20,7 +20,7 @@ typedef struct {
     int cuda_sgemm;          /* LINGEN_CUDA_SGEMM=1: the GPU's products in plain SGEMM */
     int cuda_tf32;           /* LINGEN_CUDA_TF32=1: on TF32 tensor cores (not float32: diagnostics) */
     int cuda_pdl;            /* LINGEN_CUDA_PDL=1: a few-row product starts while the one before ends */
-    int cuda_fused;          /* LINGEN_CUDA_FUSED=1: a step of a few images in one kernel */
+    int cuda_fused;          /* a step of a few images in one kernel, unless LINGEN_CUDA_FUSED=0 */
 } Settings;
 
 /* The environment now (cheap: a few getenv calls). */
