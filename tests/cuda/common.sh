@@ -7,6 +7,7 @@ lingen=$root/lingen
 [ -x "$bin/lingen" ] && lingen=$bin/lingen
 tiny=$root/tests/fixtures/tiny-linear-mnist.bin
 soft=$root/tests/fixtures/tiny-softmax-mnist.bin
+heads32=$root/tests/fixtures/tiny-heads32-mnist.bin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

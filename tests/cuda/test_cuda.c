@@ -684,7 +684,8 @@ int main(int argc, char **argv) {
     cli_set_threads(0);   /* the CPU references: every core, OpenBLAS single-threaded inside */
     Err e;
     if (cuda_probe(&e)) { printf("FAIL no GPU: %s\n", e.msg); return 1; }
-    const char *fixtures[] = {"tiny-linear-mnist", "tiny-softmax-mnist", "tiny-linear-cifar", "tiny-softmax-cifar"};
+    const char *fixtures[] = {"tiny-linear-mnist", "tiny-softmax-mnist", "tiny-linear-cifar", "tiny-softmax-cifar",
+                              "tiny-heads32-mnist"};
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) test_fixture(fixtures[i]);
     const char *models[] = {"models/mnist.bin", "models/mnist-softmax.bin", "models/cifar.bin", "models/cifar-softmax.bin"};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) test_model_forms(models[i]);
