@@ -3,7 +3,7 @@
 # builds it (make CUDA=1, default flags). The models and data come in parts (a call carries at
 # most 64 MiB): tools/gpu_env.sh gathers them in /root/lingen-dev, which the machine keeps while
 # it is held.
-#   Here:  bash tools/pack_sysroot.sh; bash tools/gpu_check.sh --pack   (fills .dev/carry-a, -b)
+#   Here:  bash tools/pack_sysroot.sh; bash tools/gpu_check.sh --pack   (fills .dev/carry-a, -b, -m)
 #          move models/*.bin out of the working tree for the calls (git checkout -- models after)
 #   There: bash tools/gpu_check.sh PART     (carry .dev/sysroot and .dev/carry-a or -b, and tools)
 # PART:
@@ -11,6 +11,9 @@
 #   a  (carry .dev/carry-a: mnist.bin, mnist-softmax.bin, cifar.bin, MNIST's test set, CIFAR-10's
 #      first 20 test images) the build, the GPU against the CPU on MNIST (bits/dim, grids byte
 #      for byte), the CPU images of 17cb386's engine against this one (AMX, bf16, int8)
+#   m  (carry .dev/carry-m: mnist.bin, mnist-softmax.bin and MNIST's test set; small enough to
+#      travel with a training run's .data) the build and the MNIST half of a: bits/dim and grids
+#      byte for byte against the CPU, at batch 16 and at the fused step's batches 8 and 1
 #   b  (carry .dev/carry-b: cifar-softmax.bin, CIFAR-10's full test set, after load or a) make
 #      test-cuda with all four models
 #   c  (after b, nothing to carry) the four full test sets on the GPU, liblingen's tests on the
@@ -27,7 +30,10 @@ set -u
 part=${1:-a}
 if [ "$part" = --pack ]; then
     data=${LINGEN_DATA:-../shared/data}
-    rm -rf .dev/carry-a .dev/carry-b
+    rm -rf .dev/carry-a .dev/carry-b .dev/carry-m
+    mkdir -p .dev/carry-m/models .dev/carry-m/data/mnist
+    cp models/mnist.bin models/mnist-softmax.bin .dev/carry-m/models/
+    cp "$data"/mnist/t10k-* .dev/carry-m/data/mnist/
     mkdir -p .dev/carry-a/models .dev/carry-a/data/mnist .dev/carry-a/data/cifar-10 .dev/carry-b/models .dev/carry-b/data/cifar-10
     cp models/mnist.bin models/mnist-softmax.bin models/cifar.bin .dev/carry-a/models/
     cp "$data"/mnist/t10k-* .dev/carry-a/data/mnist/
@@ -39,9 +45,10 @@ PY
     cp models/cifar-softmax.bin .dev/carry-b/models/
     cp "$data"/cifar-10/test_batch.bin.gz .dev/carry-b/data/cifar-10/
     git archive 17cb386 src Makefile > .dev/carry-a/old.tar
-    du -sh .dev/carry-a .dev/carry-b .dev/sysroot
+    du -sh .dev/carry-a .dev/carry-b .dev/carry-m .dev/sysroot
     exit 0
 fi
+case $part in load | a | m | b | c | i | k | x) ;; *) echo "gpu_check.sh: no part $part (load, a, m, b, c, i, k, x)" >&2; exit 2 ;; esac
 exec > >(tee "$OUT/gpu_check_$part.log") 2>&1
 . "$(dirname "$0")/gpu_env.sh"
 [ "$part" = load ] && exit 0
@@ -53,15 +60,22 @@ else make -j16 CUDA=1 lingen build-cuda/lingen build-cuda/test_cuda build-cuda/b
 rc=$?
 echo "make$([ "$part" = x ] || echo " CUDA=1"): exit $rc in $(( $(date +%s) - t0 )) s, $(grep -c warning "$OUT/build.log") warnings, $(grep -m1 -o -- '-march=[a-z0-9-]*' "$OUT/build.log")"
 ./lingen version
-if [ "$part" = a ]; then
+if [ "$part" = a ] || [ "$part" = m ]; then
     for m in mnist mnist-softmax; do
         echo "== $m, 100 test images: GPU, then CPU"
         ./lingen eval bits-per-dim --device cuda --model $m --limit 100 2>&1 | grep -E "bits/dim|rror"
         ./lingen eval bits-per-dim --model $m --limit 100 2>&1 | grep -E "^bits/dim"
-        ./lingen sample --device cuda --model $m -n 16 --seed 5 -o "$OUT/gpu-$m.png" 2>&1 | tail -1
-        ./lingen sample --precision f32 --model $m -n 16 --seed 5 -o /tmp/cpu-$m.png 2>&1 | tail -1
-        cmp "$OUT/gpu-$m.png" /tmp/cpu-$m.png && echo "grid $m: the GPU's PNG = the CPU's float32 PNG"
+        # 16 images at batch 16 (a kernel a product), 8 at 8 and 2 at 1 (the fused step)
+        for nb in "16 16" "8 8" "2 1"; do
+            set -- $nb
+            ./lingen sample --device cuda --model $m -n $1 --batch $2 --seed 5 -o "$OUT/gpu-$m-$2.png" > /tmp/g.log 2>&1
+            ./lingen sample --precision f32 --model $m -n $1 --batch $2 --seed 5 -o /tmp/cpu.png > /dev/null 2>&1
+            cmp -s "$OUT/gpu-$m-$2.png" /tmp/cpu.png && same="=" || same="DIFFERS FROM"
+            echo "grid $m, $1 images at batch $2: the GPU's PNG $same the CPU's float32 PNG ($(tail -1 /tmp/g.log | cut -c1-60))"
+        done
     done
+fi
+if [ "$part" = a ]; then
     echo "== the CPU engine of 17cb386 against this one, the same seeds"
     rm -rf /root/old && mkdir -p /root/old/models && tar -xf .dev/carry-a/old.tar -C /root/old &&
         ln -sf /root/lingen-dev/models/*.bin /root/old/models/ && make -C /root/old -j16 lingen > /root/old/build.log 2>&1
@@ -95,7 +109,7 @@ elif [ "$part" = k ]; then
 elif [ "$part" = b ]; then
     echo "== make test-cuda"
     timeout 560 make test-cuda > "$OUT/test_cuda_b.txt" 2>&1; echo "make test-cuda: exit $?"; grep -v "^ok" "$OUT/test_cuda_b.txt" | tail -30
-else
+elif [ "$part" = c ]; then
     echo "== the full test sets on the GPU"
     for m in mnist mnist-softmax cifar cifar-softmax; do
         /usr/bin/time -f "%e s" timeout 200 ./lingen eval bits-per-dim --device cuda --model $m 2>&1 | grep -E "^(bits/dim|paper|speed)|rror"
