@@ -1,13 +1,17 @@
-/* The device functions that kernels.cu's and products.cu's kernels share: warp sums, a row's
- * layer norm, the [hi lo] halves of a value, a row's residual, the activation, and one warp's
- * linear attention of a head. Included by those two files only, so each compiles its own copy
- * (no -rdc). */
+/* The device functions that the kernels of kernels.cu, products.cu and step.cu share: warp
+ * sums, a few-row product's dots, a row's embedding and layer norm, the [hi lo] halves of a
+ * value, a row's residual, the activation, one warp's linear attention of a head, a query's
+ * softmax attention and an image's draw. Included by those three files only, so each compiles
+ * its own copy (no -rdc). */
 #ifndef LINGEN_CUDA_DEVICE_CUH
 #define LINGEN_CUDA_DEVICE_CUH
 #include <cuda_fp16.h>
 #include <math.h>
 
 #include "lingen_cuda.h"
+extern "C" {
+#include "engine/dmol_draw.h"   /* the CPU's own sampler source; like lingen_cuda.h, free of -march */
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -52,6 +56,19 @@ __device__ __forceinline__ void row_dots(float (&acc)[R], const float4 (&pre)[PR
     for (int k = 0; k < PREFETCH; k++)
         if (lane + 32 * k < n4) dot4(acc, pre[k], X, rows, n_in, lane + 32 * k);
     for (int i = lane + 32 * PREFETCH; i < n4; i += 32) dot4(acc, w4[i], X, rows, n_in, i);
+}
+
+/* A row of x: concat(emb[k], pe[t]), its values i0, i0 + step, ... of each half; the token k
+ * clamped (the host checks tokens: never read outside) and t past the last position the last. */
+__device__ __forceinline__ void embed_row(float *xr, const float *emb, const float *pe, int k, int t, int d, int N,
+                                          int i0, int step) {
+    int h = d / 2;
+    k = k < 0 ? 0 : k > BOS_TOKEN ? BOS_TOKEN : k;
+    t = t < N ? t : N - 1;
+    for (int i = i0; i < h; i += step) {
+        xr[i] = emb[(size_t)k * h + i];
+        xr[h + i] = pe[(size_t)t * h + i];
+    }
 }
 
 /* One warp per row: mean, then the variance of the deviations (as layernorm_row), then the
@@ -181,6 +198,15 @@ static __device__ void softmax_query(float *o, const float *q, const float *qb, 
         for (int k = 0; k < G; k++) s += part[k * D + tid];
         o[tid] = s * inv;
     }
+}
+
+/* Image b's value at position p, drawn from its head outputs out[b] (3M) with its stream: into
+ * the image while p is one of its N positions, and the next step's token. */
+__device__ __forceinline__ void draw_value(const float *out, int M, Rng *rng, unsigned char *img, int *tok, int b, int p,
+                                           int N) {
+    int x = dmol_draw(out + (size_t)b * 3 * M, M, 1.0, &rng[b]);
+    if (p >= 0 && p < N) img[(size_t)b * N + p] = (unsigned char)x;
+    tok[b] = x;
 }
 
 #endif

@@ -4,26 +4,16 @@
  * (internal.cuh), its launch configuration beside its code. */
 #include <math.h>
 
-#include "device.cuh"
+#include "device.cuh"   /* with the sampler source, engine/dmol_draw.h */
 #include "internal.cuh"
-extern "C" {
-#include "engine/dmol_draw.h"   /* the CPU's own sampler source; like lingen_cuda.h, free of -march */
-}
 
 #define LN_THREADS 256     /* 8 rows (warps) per block */
 
 /* x[r] = concat(emb[token], pe[t0 + r % T]); t0 = *pos. */
 __global__ void embed_kernel(float *x, const int *tok, const float *emb, const float *pe, const int *pos,
                              int rows, int T, int d, int N) {
-    int r = blockIdx.x, h = d / 2;
-    if (r >= rows) return;
-    int t = *pos + r % T, k = tok[r];
-    k = k < 0 ? 0 : k > BOS_TOKEN ? BOS_TOKEN : k;   /* the host checks tokens; never read outside */
-    t = t < N ? t : N - 1;
-    for (int i = threadIdx.x; i < h; i += blockDim.x) {
-        x[(size_t)r * d + i] = emb[(size_t)k * h + i];
-        x[(size_t)r * d + h + i] = pe[(size_t)t * h + i];
-    }
+    int r = blockIdx.x;
+    if (r < rows) embed_row(x + (size_t)r * d, emb, pe, tok[r], *pos + r % T, d, N, threadIdx.x, blockDim.x);
 }
 
 void launch_embed(cudaStream_t stream, float *x, const int *tok, const float *emb, const float *pe, const int *pos,
@@ -347,10 +337,7 @@ void launch_softmax_rows(cudaStream_t stream, int nb, float *sc, int n, int P, i
 __global__ void sample_kernel(const float *out, int M, Rng *rng, unsigned char *img, int *tok, const int *pos,
                               int B, int N) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
-    int x = dmol_draw(out + (size_t)b * 3 * M, M, 1.0, &rng[b]), p = *pos - 1;   /* the forward advanced it */
-    if (p >= 0 && p < N) img[(size_t)b * N + p] = (unsigned char)x;
-    tok[b] = x;
+    if (b < B) draw_value(out, M, rng, img, tok, b, *pos - 1, N);   /* the forward advanced *pos */
 }
 
 void launch_sample(cudaStream_t stream, const float *out, int M, Rng *rng, unsigned char *img, int *tok, const int *pos,

@@ -13,11 +13,8 @@
  * dmol_draw), so the outputs are the same bit for bit; test_cuda checks the images. */
 #include <cooperative_groups.h>
 
-#include "device.cuh"
+#include "device.cuh"   /* with the sampler source, engine/dmol_draw.h */
 #include "internal.cuh"
-extern "C" {
-#include "engine/dmol_draw.h"   /* the CPU's own sampler source, as kernels.cu's sample_kernel */
-}
 
 namespace cg = cooperative_groups;
 
@@ -113,16 +110,9 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) fused_step_kernel(StepArgs a)
     int d = a.d, rows = a.rows, p = *a.pos;   /* block 0 advances *pos after the last barrier */
     float4 pre[PREFETCH];
     prefetch_first(pre, a.layers[0].qkv.w, d, 3 * d, gw, lane);
-    {   /* embed_kernel's x = concat(emb[token], pe[p]), in every block */
-        int h = d / 2, t = p < a.N ? p : a.N - 1;
-        for (int i = threadIdx.x; i < rows * h; i += blockDim.x) {
-            int r = i / h, c = i % h, k = a.tok[r];
-            k = k < 0 ? 0 : k > BOS_TOKEN ? BOS_TOKEN : k;
-            xs[r * d + c] = a.emb[(size_t)k * h + c];
-            xs[r * d + h + c] = a.pe[(size_t)t * h + c];
-        }
-        __syncthreads();
-    }
+    for (int r = warp; r < rows; r += STEP_WARPS)   /* embed_kernel's, in every block */
+        embed_row(xs + r * d, a.emb, a.pe, a.tok[r], p, d, a.N, lane, 32);
+    __syncthreads();
     for (int l = 0; l < a.L; l++) {
         const DevLayer *w = &a.layers[l];
         bool last = l == a.L - 1;
@@ -155,11 +145,7 @@ __global__ void __launch_bounds__(STEP_THREADS, 1) fused_step_kernel(StepArgs a)
     /* the head, and the draw that reads it, in block 0: its warps take the 3M outputs */
     product<R>(a.out, in, a.head_w, pre, rows, d, 3 * a.M, EPI_HEAD, a.head_b, 0, warp, STEP_WARPS, lane);
     __syncthreads();
-    if (a.draw && threadIdx.x < rows) {   /* sample_kernel's */
-        int b = threadIdx.x, x = dmol_draw(a.out + (size_t)b * 3 * a.M, a.M, 1.0, &a.rng[b]);
-        if (p < a.N) a.img[(size_t)b * a.N + p] = (unsigned char)x;
-        a.tok[b] = x;
-    }
+    if (a.draw && threadIdx.x < rows) draw_value(a.out, a.M, a.rng, a.img, a.tok, threadIdx.x, p, a.N);   /* sample_kernel's */
     if (threadIdx.x == 0) *a.pos = p + 1;
 }
 
@@ -206,18 +192,25 @@ int fused_step_setup(CudaForward *f, int on) {
 
 bool fused_step(const CudaForward *f, int rows, int T) { return f->step_blocks > 0 && T == 1 && small(f, rows); }
 
+/* A cooperative launch of `blocks` blocks of STEP_THREADS (all resident at once, as a grid
+ * barrier needs); at: the attribute it points to. */
+static cudaLaunchConfig_t coop_config(int blocks, size_t smem, cudaStream_t stream, cudaLaunchAttribute *at) {
+    cudaLaunchConfig_t cfg = {};
+    at->id = cudaLaunchAttributeCooperative;
+    at->val.cooperative = 1;
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(STEP_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cfg;
+}
+
 template <int R>
 static bool launch_step(CudaForward *f, const StepArgs &a) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute coop[1];
-    coop[0].id = cudaLaunchAttributeCooperative;
-    coop[0].val.cooperative = 1;
-    cfg.gridDim = dim3(f->step_blocks);
-    cfg.blockDim = dim3(STEP_THREADS);
-    cfg.dynamicSmemBytes = step_smem(f, R);
-    cfg.stream = f->stream;
-    cfg.attrs = coop;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = coop_config(f->step_blocks, step_smem(f, R), f->stream, &at);
     return CK(cudaLaunchKernelEx(&cfg, fused_step_kernel<R>, a));
 }
 
@@ -251,14 +244,8 @@ extern "C" int cuda_barrier_seconds(double *sec, Err *e) {
     bool ok = CK(cudaGetDevice(&dev)) && CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) &&
               CK(cudaEventCreate(&a)) && CK(cudaEventCreate(&z));
     for (int run = 0; run < 2 && ok; run++) {   /* the first loads the kernel */
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute coop[1];
-        coop[0].id = cudaLaunchAttributeCooperative;
-        coop[0].val.cooperative = 1;
-        cfg.gridDim = dim3(sms);
-        cfg.blockDim = dim3(STEP_THREADS);
-        cfg.attrs = coop;
-        cfg.numAttrs = 1;
+        cudaLaunchAttribute at;
+        cudaLaunchConfig_t cfg = coop_config(sms, 0, NULL, &at);
         ok = CK(cudaEventRecord(a)) && CK(cudaLaunchKernelEx(&cfg, barriers_kernel, n)) && CK(cudaEventRecord(z)) &&
              CK(cudaEventSynchronize(z)) && CK(cudaEventElapsedTime(&ms, a, z));
     }
